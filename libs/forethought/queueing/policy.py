@@ -1,0 +1,43 @@
+"""What a global queue orders: the request record and the ordering-policy protocol.
+
+Policies (FCFS, SSJF, Gittins, LSTF, RT/BE classes) live beside this module and are built by name;
+the live scheduler and the simulator order their queues with the same objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from forethought.engine.backend import ServiceClass
+
+
+@dataclass
+class QueuedRequest:
+    """A request waiting in a global queue.
+
+    ``predicted_quantiles``: output-length quantiles (p10..p90, in tokens) when the predictor gave them.
+    ``deadline_s``: absolute time by which the request (or its application) must finish; 0 means none.
+    ``priority``: an explicit override, lower first; the scheduler may change it while the request waits.
+    """
+
+    request_id: str
+    arrival_s: float
+    prompt_tokens: int
+    predicted_output_tokens: float = 0.0
+    predicted_quantiles: Sequence[float] = ()
+    service_class: ServiceClass = ServiceClass.BE
+    ttft_slo_s: float = 0.0
+    deadline_s: float = 0.0
+    priority: float = 0.0
+    application_id: str = ""
+
+
+class QueuePolicy(Protocol):
+    """Orders waiting requests: the one with the smallest key is dispatched first."""
+
+    name: str
+
+    def key(self, request: QueuedRequest, now: float) -> tuple[float, ...]:
+        """Sort key at time ``now`` (keys may change with time, e.g. aging or slack)."""
