@@ -1,0 +1,105 @@
+"""The worker registry in Redis: who serves what, where, how loaded, and whether it is alive.
+
+Key layout (``ns`` is the configured namespace):
+- ``{ns}:workers``: a set of worker ids ever registered and not yet cleaned up.
+- ``{ns}:worker:{id}``: a hash (address, model, engine, capacity, state, heartbeat_s, load as JSON)
+  with a TTL of ``ttl_s``; each heartbeat rewrites it and renews the TTL, so a dead worker's entry
+  expires by itself and readers drop its id from the set.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import redis.asyncio as aioredis
+
+from forethought.engine.backend import ClassLoad, EngineStats
+
+
+@dataclass(frozen=True)
+class WorkerRecord:
+    worker_id: str
+    address: str
+    model: str
+    engine: str
+    capacity: int
+    state: str = "serving"  # "serving" or "draining"
+    heartbeat_s: float = 0.0
+    load: EngineStats = EngineStats()
+
+
+def stats_to_json(stats: EngineStats) -> str:
+    return json.dumps(asdict(stats))
+
+
+def stats_from_json(text: str) -> EngineStats:
+    raw = json.loads(text)
+    raw["rt"] = ClassLoad(**raw.get("rt", {}))
+    raw["be"] = ClassLoad(**raw.get("be", {}))
+    return EngineStats(**raw)
+
+
+class WorkerRegistry:
+    """Registers, heartbeats and lists workers in Redis."""
+
+    def __init__(self, client: aioredis.Redis, namespace: str, ttl_s: float = 6.0,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._redis = client
+        self._ns = namespace
+        self._ttl_ms = int(ttl_s * 1000)
+        self._clock = clock
+
+    def _key(self, worker_id: str) -> str:
+        return f"{self._ns}:worker:{worker_id}"
+
+    async def heartbeat(self, record: WorkerRecord) -> None:
+        """Writes the record with a fresh heartbeat time and TTL (registering it if new)."""
+        fields = {
+            "address": record.address, "model": record.model, "engine": record.engine,
+            "capacity": record.capacity, "state": record.state, "heartbeat_s": self._clock(),
+            "load": stats_to_json(record.load),
+        }
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.sadd(f"{self._ns}:workers", record.worker_id)
+            pipe.hset(self._key(record.worker_id), mapping=fields)
+            pipe.pexpire(self._key(record.worker_id), self._ttl_ms)
+            await pipe.execute()
+
+    async def deregister(self, worker_id: str) -> None:
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.delete(self._key(worker_id))
+            pipe.srem(f"{self._ns}:workers", worker_id)
+            await pipe.execute()
+
+    async def workers(self) -> list[WorkerRecord]:
+        """Live workers, sorted by id; ids whose entry expired are removed from the set."""
+        ids = sorted(member.decode() if isinstance(member, bytes) else member
+                     for member in await self._redis.smembers(f"{self._ns}:workers"))
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for worker_id in ids:
+                pipe.hgetall(self._key(worker_id))
+            entries = await pipe.execute()
+        live, dead = [], []
+        for worker_id, entry in zip(ids, entries):
+            if entry:
+                live.append(_record(worker_id, {_text(k): _text(v) for k, v in entry.items()}))
+            else:
+                dead.append(worker_id)
+        if dead:
+            await self._redis.srem(f"{self._ns}:workers", *dead)
+        return live
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _record(worker_id: str, entry: dict[str, str]) -> WorkerRecord:
+    return WorkerRecord(
+        worker_id=worker_id, address=entry["address"], model=entry["model"], engine=entry["engine"],
+        capacity=int(entry["capacity"]), state=entry.get("state", "serving"),
+        heartbeat_s=float(entry.get("heartbeat_s", 0.0)), load=stats_from_json(entry.get("load", "{}")),
+    )

@@ -1,0 +1,43 @@
+"""Client channels with tracing: every outgoing call carries the W3C trace context."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from opentelemetry.instrumentation.grpc import aio_client_interceptors
+
+from forethought.rpc.server import MAX_MESSAGE_BYTES
+
+
+def open_channel(address: str) -> grpc.aio.Channel:
+    """An insecure async channel to ``address`` (host:port) with client tracing interceptors."""
+    return grpc.aio.insecure_channel(
+        address,
+        interceptors=aio_client_interceptors(),
+        options=[("grpc.max_send_message_length", MAX_MESSAGE_BYTES), ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)],
+    )
+
+
+async def check_health(channel: grpc.aio.Channel, service: str = "", timeout_s: float = 1.0) -> str:
+    """The health status name (SERVING, NOT_SERVING, ...) or UNREACHABLE."""
+    try:
+        reply = await health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(service=service), timeout=timeout_s
+        )
+    except grpc.aio.AioRpcError:
+        return "UNREACHABLE"
+    return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+
+
+async def wait_until_serving(address: str, timeout_s: float, service: str = "") -> None:
+    """Polls ``address``'s health until SERVING; raises TimeoutError naming the address otherwise."""
+    deadline = time.monotonic() + timeout_s
+    async with grpc.aio.insecure_channel(address) as channel:
+        while time.monotonic() < deadline:
+            if await check_health(channel, service) == "SERVING":
+                return
+            await asyncio.sleep(0.1)
+    raise TimeoutError(f"{address} did not report SERVING within {timeout_s:.0f} s")

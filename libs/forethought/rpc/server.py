@@ -1,0 +1,130 @@
+"""The one way every service starts: an async gRPC server with health, reflection, tracing, metrics,
+status mapping and a graceful stop on SIGTERM or SIGINT.
+
+A service package (``forethought.services.<name>``) defines ``Settings`` (a ``ServiceSettings``
+subclass) and ``build(settings) -> Service``; this module does everything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from types import ModuleType
+from typing import Protocol
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from opentelemetry.instrumentation.grpc import aio_server_interceptor
+
+from forethought.config import ServiceSettings, describe
+from forethought.rpc.interceptors import StatusInterceptor
+from forethought.telemetry.logs import configure_logging
+from forethought.telemetry.metrics import start_metrics_server
+from forethought.telemetry.tracing import configure_tracing
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAMES = ("scheduler", "tokenizer", "predictor", "demand", "planner", "worker")
+READY_MARKER = "FORETHOUGHT_READY"
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+class Service(Protocol):
+    """A service's shell: registers its servicer and owns its resources."""
+
+    grpc_service_name: str  # full name, e.g. "forethought.v1.WorkerService"
+
+    def register(self, server: grpc.aio.Server) -> None:
+        """Adds the servicer to ``server``."""
+
+    async def start(self, address: str) -> None:
+        """Opens connections and background tasks once the server listens on ``address``."""
+
+    async def drain(self) -> None:
+        """Shutdown began: stop taking new work elsewhere (e.g. leave the worker registry)."""
+
+    async def stop(self) -> None:
+        """In-flight calls are done: release every resource."""
+
+
+def service_module(name: str) -> ModuleType:
+    """The package of service ``name``; raises ValueError naming the choices."""
+    if name not in SERVICE_NAMES:
+        raise ValueError(f"unknown service {name!r}: choose one of {', '.join(SERVICE_NAMES)}")
+    return importlib.import_module(f"forethought.services.{name}")
+
+
+@asynccontextmanager
+async def running_service(name: str, settings: ServiceSettings) -> AsyncIterator[str]:
+    """Runs service ``name`` in this event loop; yields its address; stops it gracefully on exit."""
+    service: Service = service_module(name).build(settings)
+    server = grpc.aio.server(
+        interceptors=[aio_server_interceptor(), StatusInterceptor()],
+        options=[("grpc.max_send_message_length", MAX_MESSAGE_BYTES), ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)],
+    )
+    service.register(server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (service.grpc_service_name, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
+        server,
+    )
+    port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+    if port == 0:
+        raise OSError(f"cannot listen on {settings.host}:{settings.port}")
+    address = f"{settings.host}:{port}"
+    await server.start()
+    try:
+        await service.start(address)
+        for name_ in ("", service.grpc_service_name):
+            await health_servicer.set(name_, health_pb2.HealthCheckResponse.SERVING)
+        yield address
+    finally:
+        await health_servicer.enter_graceful_shutdown()
+        await service.drain()
+        await server.stop(settings.grace_s)
+        await service.stop()
+
+
+async def serve(name: str, settings: ServiceSettings) -> int:
+    """Runs service ``name`` until SIGTERM or SIGINT, then drains in-flight calls and returns 0."""
+    configure_logging(name, settings.log_format, settings.log_level)
+    configure_tracing(name, settings.otel_exporter, settings.otel_endpoint)
+    for line in describe(settings):
+        log.debug("setting %s", line)
+    if settings.metrics_port >= 0:
+        log.info("metrics on http://%s:%d/metrics", settings.host, start_metrics_server(settings.host, settings.metrics_port))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    async with running_service(name, settings) as address:
+        log.info("%s serving on %s", name, address)
+        print(f"{READY_MARKER} {name} {address}", flush=True)
+        await stop.wait()
+        log.info("%s stopping: draining in-flight calls for up to %.1f s", name, settings.grace_s)
+    log.info("%s stopped", name)
+    return 0
+
+
+def main(name: str, argv: list[str] | None = None) -> int:
+    """Entry point of ``forethought serve <name>`` and ``python -m forethought.services.<name>``."""
+    import argparse
+
+    from forethought.config import ConfigError, add_arguments, settings_from
+
+    module = service_module(name)
+    parser = argparse.ArgumentParser(prog=f"forethought serve {name}", description=module.__doc__)
+    add_arguments(parser, module.Settings)
+    try:
+        settings = settings_from(module.Settings, parser.parse_args(argv))
+    except ConfigError as error:
+        print(f"forethought {name}: {error}", file=sys.stderr)
+        return 2
+    return asyncio.run(serve(name, settings))

@@ -1,0 +1,23 @@
+"""Prometheus metrics every service exports: calls, latencies, and gauges the services set."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+RPC_REQUESTS = Counter(
+    "forethought_rpc_requests_total", "gRPC calls handled", ["service", "method", "code"]
+)
+RPC_LATENCY = Histogram(
+    "forethought_rpc_latency_seconds",
+    "gRPC call duration (streams: until the last message)",
+    ["service", "method"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+QUEUE_DEPTH = Gauge("forethought_queue_depth", "requests waiting, by queue", ["service", "queue"])
+DEGRADED = Gauge("forethought_degraded", "1 while a dependency is down and the service degrades", ["service", "dependency"])
+
+
+def start_metrics_server(host: str, port: int) -> int:
+    """Serves /metrics; port 0 picks a free port. Returns the bound port."""
+    server, _thread = start_http_server(port, addr=host)
+    return int(server.server_port)
