@@ -1,2 +1,139 @@
-def main() -> None:
-    print("forethought")
+"""The ``forethought`` command: serve a service, run the embedded default, talk to it, run benchmarks."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+import grpc
+
+from forethought.rpc.server import SERVICE_NAMES
+
+DEFAULT_SCHEDULER = "127.0.0.1:50051"
+
+
+def _up(args: argparse.Namespace) -> int:
+    from forethought.launcher import UpOptions, run_up
+
+    if args.workers < 1:
+        print("forethought up: --workers must be >= 1", file=sys.stderr)
+        return 2
+    return run_up(UpOptions(
+        workers=args.workers, engine=args.engine, model=args.model, base_port=args.base_port,
+        router=args.router, sim_speedup=args.sim_speedup, log_format=args.log_format,
+    ))
+
+
+async def _generate(args: argparse.Namespace) -> int:
+    from forethought.rpc.channels import open_channel
+    from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
+
+    request = scheduler_pb2.GenerateRequest(
+        model=args.model, text=args.text, max_tokens=args.max_tokens, return_text=True,
+        sampling=common_pb2.SamplingParams(temperature=args.temperature),
+        service_class=common_pb2.SERVICE_CLASS_BEST_EFFORT,
+    )
+    async with open_channel(args.scheduler) as channel:
+        tokens = 0
+        try:
+            async for reply in scheduler_pb2_grpc.SchedulerServiceStub(channel).Generate(request, timeout=args.timeout):
+                tokens += len(reply.token_ids)
+                print(reply.text, end="", flush=True)
+                if reply.finish_reason:
+                    usage = reply.usage
+                    print(f"\n[{tokens} tokens; prompt {usage.prompt_tokens} (cached {usage.cached_prompt_tokens}); "
+                          f"ttft {usage.ttft_s * 1000:.0f} ms; finish {common_pb2.FinishReason.Name(reply.finish_reason)}]")
+        except grpc.aio.AioRpcError as error:
+            print(f"\nforethought generate: {error.code().name}: {error.details()}", file=sys.stderr)
+            return 1
+    return 0
+
+
+async def _status(args: argparse.Namespace) -> int:
+    from forethought.launcher import STATE_FILE
+    from forethought.rpc.channels import check_health, open_channel
+    from forethought.v1 import scheduler_pb2, scheduler_pb2_grpc
+
+    services = json.loads(STATE_FILE.read_text())["services"] if STATE_FILE.exists() else {"scheduler": args.scheduler}
+    print(f"{'service':<12} {'address':<18} health")
+    for name, address in services.items():
+        async with open_channel(address) as channel:
+            print(f"{name:<12} {address:<18} {await check_health(channel)}")
+    async with open_channel(services.get("scheduler", args.scheduler)) as channel:
+        try:
+            reply = await scheduler_pb2_grpc.SchedulerServiceStub(channel).ListWorkers(scheduler_pb2.ListWorkersRequest(), timeout=5)
+        except grpc.aio.AioRpcError as error:
+            print(f"workers: scheduler unreachable ({error.code().name})")
+            return 1
+    print(f"\n{'worker':<12} {'address':<18} {'engine':<6} {'health':<8} running waiting kv_use heartbeat")
+    for worker in reply.workers:
+        load = worker.load
+        print(f"{worker.worker_id:<12} {worker.address:<18} {worker.engine:<6} "
+              f"{scheduler_pb2.WorkerHealth.Name(worker.health).removeprefix('WORKER_HEALTH_'):<8} "
+              f"{load.real_time.running + load.best_effort.running:>7} {load.real_time.waiting + load.best_effort.waiting:>7} "
+              f"{load.kv_cache_usage:>6.1%} {worker.heartbeat_age_s:>7.1f} s")
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from forethought.bench import BENCHMARKS, run_benchmark
+
+    if args.name not in BENCHMARKS:
+        print(f"forethought bench: unknown benchmark {args.name!r}; choose one of {', '.join(sorted(BENCHMARKS))}", file=sys.stderr)
+        return 2
+    return run_benchmark(args.name, args.rest)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="forethought", description="A demand-aware gRPC serving mesh for LLM applications.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run one service (flags: forethought serve NAME --help)", add_help=False)
+    serve.add_argument("service", choices=SERVICE_NAMES)
+    serve.add_argument("rest", nargs=argparse.REMAINDER)
+
+    up = commands.add_parser("up", help="start Redis, every service and N workers on this machine")
+    up.add_argument("--workers", type=int, default=2)
+    up.add_argument("--engine", choices=("sim", "vllm"), default="sim")
+    up.add_argument("--model", default="SmolLM2-135M-Instruct")
+    up.add_argument("--base-port", type=int, default=50051, help="scheduler port; the others follow it")
+    up.add_argument("--router", default="round_robin")
+    up.add_argument("--sim-speedup", type=float, default=1.0)
+    up.add_argument("--log-format", choices=("text", "json"), default="text")
+
+    generate = commands.add_parser("generate", help="stream a completion through the scheduler")
+    generate.add_argument("text")
+    generate.add_argument("--model", default="SmolLM2-135M-Instruct")
+    generate.add_argument("--max-tokens", type=int, default=64)
+    generate.add_argument("--temperature", type=float, default=0.0)
+    generate.add_argument("--scheduler", default=DEFAULT_SCHEDULER)
+    generate.add_argument("--timeout", type=float, default=120.0)
+
+    status = commands.add_parser("status", help="health of every service and worker")
+    status.add_argument("--scheduler", default=DEFAULT_SCHEDULER)
+
+    bench = commands.add_parser("bench", help="run a named benchmark (forethought bench NAME --help)", add_help=False)
+    bench.add_argument("name")
+    bench.add_argument("rest", nargs=argparse.REMAINDER)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        from forethought.rpc.server import main as serve_main
+
+        return serve_main(args.service, args.rest)
+    if args.command == "up":
+        return _up(args)
+    if args.command == "generate":
+        return asyncio.run(_generate(args))
+    if args.command == "status":
+        return asyncio.run(_status(args))
+    return _bench(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

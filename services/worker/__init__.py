@@ -1,0 +1,151 @@
+"""Worker: one inference engine (native sim or vLLM) behind WorkerService, registered in Redis.
+
+The shell registers the worker with heartbeats carrying its load, and writes the engine's prefix-cache
+events into the Redis prefix index under the worker's id, so the scheduler knows what it caches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from dataclasses import dataclass
+
+import grpc
+import redis.asyncio as aioredis
+
+from forethought.cluster.registry import WorkerRecord, WorkerRegistry
+from forethought.config import ConfigError, ServiceSettings, option
+from forethought.engine.backend import EngineBackend
+from forethought.services.worker.servicer import WorkerServicer
+from forethought.v1 import worker_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+ENGINES = ("sim", "vllm")
+
+
+@dataclass(frozen=True)
+class Settings(ServiceSettings):
+    port: int = option(50061, "gRPC port; 0 picks a free one")
+    engine: str = option("sim", f"inference engine: one of {', '.join(ENGINES)}")
+    model: str = option("SmolLM2-135M-Instruct", "model name or Hugging Face folder")
+    worker_id: str = option("", "id in the registry; empty = <hostname>-<port>")
+    advertise_address: str = option("", "host:port the scheduler dials; empty = the listening address")
+    capacity: int = option(64, "requests the worker may hold in flight")
+    heartbeat_s: float = option(1.0, "seconds between registry heartbeats")
+    heartbeat_ttl_s: float = option(5.0, "seconds after the last heartbeat at which the worker counts as dead")
+    sim_profile: str = option("smollm2-135m-cpu", "cost-model profile of the sim engine")
+    sim_speedup: float = option(1.0, "sim engine: modelled time is divided by this")
+    sim_kv_blocks: int = option(2048, "sim engine: KV blocks of 16 tokens")
+    vllm_kv_cache_gib: float = option(1.0, "vLLM on CPU: KV cache space in GiB")
+    vllm_max_model_len: int = option(2048, "vLLM: longest prompt plus output, in tokens")
+
+    def validate(self) -> None:
+        super().validate()
+        if self.engine not in ENGINES:
+            raise ConfigError("engine", f"must be one of {ENGINES}", self.engine)
+        if self.capacity < 1:
+            raise ConfigError("capacity", "must be >= 1", self.capacity)
+        if not 0 < self.heartbeat_s < self.heartbeat_ttl_s:
+            raise ConfigError("heartbeat_s", "must be > 0 and below heartbeat_ttl_s", self.heartbeat_s)
+        if self.sim_speedup <= 0:
+            raise ConfigError("sim_speedup", "must be > 0", self.sim_speedup)
+
+
+def build_engine(settings: Settings) -> EngineBackend:
+    """The configured engine backend; heavy engine packages are imported only when chosen."""
+    if settings.engine == "vllm":
+        from forethought.engine.vllm_backend import VllmEngineBackend, VllmOptions
+
+        return VllmEngineBackend(VllmOptions(
+            model=settings.model, kv_cache_gib=settings.vllm_kv_cache_gib, max_model_len=settings.vllm_max_model_len,
+        ))
+    from forethought.engine.core import EngineConfig
+    from forethought.engine.sim_backend import SimEngineBackend
+
+    return SimEngineBackend(
+        model=settings.model, config=EngineConfig(num_blocks=settings.sim_kv_blocks),
+        profile=settings.sim_profile, speedup=settings.sim_speedup,
+    )
+
+
+class WorkerShell:
+    grpc_service_name = "forethought.v1.WorkerService"
+
+    def __init__(self, settings: Settings, engine: EngineBackend) -> None:
+        self._settings = settings
+        self._engine = engine
+        self._redis = aioredis.from_url(settings.redis_url)
+        self._registry = WorkerRegistry(self._redis, settings.namespace, ttl_s=settings.heartbeat_ttl_s)
+        from forethought.prefix.redis_index import RedisPrefixIndex
+
+        self._index = RedisPrefixIndex(self._redis, settings.namespace)
+        self._worker_id = settings.worker_id
+        self._address = ""
+        self._servicer: WorkerServicer | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._state = "serving"
+
+    def register(self, server: grpc.aio.Server) -> None:
+        self._servicer = WorkerServicer(self._engine)
+        worker_pb2_grpc.add_WorkerServiceServicer_to_server(self._servicer, server)
+
+    async def start(self, address: str) -> None:
+        self._address = self._settings.advertise_address or address
+        self._worker_id = self._worker_id or f"{socket.gethostname()}-{address.rpartition(':')[2]}-{os.getpid()}"
+        assert self._servicer is not None  # NOTE: register() runs before start()
+        self._servicer.worker_id = self._worker_id
+        await self._engine.start()
+        await self._heartbeat()
+        self._tasks = [asyncio.create_task(self._heartbeats()), asyncio.create_task(self._publish_cache_events())]
+        log.info("worker %s registered at %s (engine %s, model %s)", self._worker_id, self._address,
+                 self._settings.engine, self._engine.model)
+
+    async def drain(self) -> None:
+        self._state = "draining"
+        await self._heartbeat()
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        with contextlib.suppress(Exception):
+            await self._registry.deregister(self._worker_id)
+            await self._index.remove_worker(self._worker_id)
+        await self._engine.stop()
+        await self._redis.aclose()
+
+    def _record(self) -> WorkerRecord:
+        return WorkerRecord(
+            worker_id=self._worker_id, address=self._address, model=self._engine.model,
+            engine=self._settings.engine, capacity=self._settings.capacity, state=self._state,
+            load=self._engine.stats(),
+        )
+
+    async def _heartbeat(self) -> None:
+        await self._registry.heartbeat(self._record())
+        await self._index.refresh_worker(self._worker_id, self._settings.heartbeat_ttl_s)
+
+    async def _heartbeats(self) -> None:
+        while True:
+            await asyncio.sleep(self._settings.heartbeat_s)
+            try:
+                await self._heartbeat()
+            except Exception:  # noqa: BLE001 - a Redis blip must not kill the worker
+                log.warning("heartbeat to Redis failed; retrying", exc_info=True)
+
+    async def _publish_cache_events(self) -> None:
+        async for events in self._engine.cache_events():
+            try:
+                await self._index.apply(self._worker_id, events)
+            except Exception:  # noqa: BLE001 - the index self-heals on the next events and on expiry
+                log.warning("writing %d cache events to Redis failed", len(events), exc_info=True)
+
+
+def build(settings: Settings) -> WorkerShell:
+    return WorkerShell(settings, build_engine(settings))

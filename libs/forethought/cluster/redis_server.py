@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,8 +66,11 @@ class RedisProcess:
         self.directory.cleanup()
 
 
-def start_redis(port: int = 0, timeout_s: float = 10.0) -> RedisProcess:
-    """Starts redis-server on 127.0.0.1 (port 0 picks a free one) and waits until it answers PING."""
+def start_redis(port: int = 0, timeout_s: float = 10.0, preexec_fn: Callable[[], None] | None = None) -> RedisProcess:
+    """Starts redis-server on 127.0.0.1 (port 0 picks a free one) and waits until it answers PING.
+
+    ``preexec_fn`` runs in the child before exec (the launcher ties the server's life to its own).
+    """
     port = port or free_port()
     directory = tempfile.TemporaryDirectory(prefix="forethought-redis-")
     process = subprocess.Popen(
@@ -74,6 +78,7 @@ def start_redis(port: int = 0, timeout_s: float = 10.0) -> RedisProcess:
          "--dir", directory.name, "--daemonize", "no", "--loglevel", "warning"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        preexec_fn=preexec_fn,
     )
     server = RedisProcess(process, port, directory)
     deadline = time.monotonic() + timeout_s

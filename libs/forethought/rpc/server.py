@@ -12,10 +12,11 @@ import importlib
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from types import ModuleType
-from typing import Protocol
+from typing import Any, Protocol
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -51,6 +52,29 @@ class Service(Protocol):
 
     async def stop(self) -> None:
         """In-flight calls are done: release every resource."""
+
+
+@dataclass
+class PlainService:
+    """A service that owns nothing beyond its servicer (and perhaps a warm-up at start)."""
+
+    grpc_service_name: str
+    add_to_server: Callable[[Any, grpc.aio.Server], None]
+    servicer: Any
+    warm_up: Callable[[], Awaitable[None]] | None = None
+
+    def register(self, server: grpc.aio.Server) -> None:
+        self.add_to_server(self.servicer, server)
+
+    async def start(self, address: str) -> None:
+        if self.warm_up is not None:
+            await self.warm_up()
+
+    async def drain(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
 
 
 def service_module(name: str) -> ModuleType:

@@ -1,0 +1,97 @@
+"""Conversions between the contract's messages and the library's dataclasses, in one place."""
+
+from __future__ import annotations
+
+from forethought.engine.backend import (
+    ClassLoad,
+    EngineStats,
+    FinishReason,
+    SamplingParams,
+    ServiceClass,
+    Usage,
+)
+from forethought.rpc.errors import require
+from forethought.v1 import common_pb2
+
+_FINISH_TO_PROTO = {
+    FinishReason.LENGTH: common_pb2.FINISH_REASON_LENGTH,
+    FinishReason.STOP: common_pb2.FINISH_REASON_STOP,
+    FinishReason.ABORT: common_pb2.FINISH_REASON_ABORT,
+    FinishReason.ERROR: common_pb2.FINISH_REASON_ERROR,
+}
+_FINISH_FROM_PROTO = {value: key for key, value in _FINISH_TO_PROTO.items()}
+
+
+def service_class_from_proto(value: int) -> ServiceClass:
+    return ServiceClass.RT if value == common_pb2.SERVICE_CLASS_REAL_TIME else ServiceClass.BE
+
+
+def service_class_to_proto(value: ServiceClass) -> int:
+    return common_pb2.SERVICE_CLASS_REAL_TIME if value == ServiceClass.RT else common_pb2.SERVICE_CLASS_BEST_EFFORT
+
+
+def sampling_from_proto(message: common_pb2.SamplingParams, field: str = "sampling") -> SamplingParams:
+    """Validated sampling parameters; unset temperature and top_p mean 1.0."""
+    temperature = message.temperature if message.HasField("temperature") else 1.0
+    top_p = message.top_p if message.HasField("top_p") else 1.0
+    require(temperature >= 0, f"{field}.temperature", "must be >= 0")
+    require(0 < top_p <= 1, f"{field}.top_p", "must be in (0, 1]")
+    require(message.top_k >= 0, f"{field}.top_k", "must be >= 0")
+    return SamplingParams(
+        temperature=temperature,
+        top_p=top_p,
+        top_k=message.top_k,
+        seed=message.seed if message.HasField("seed") else None,
+        stop=tuple(message.stop),
+        stop_token_ids=tuple(message.stop_token_ids),
+        ignore_eos=message.ignore_eos,
+    )
+
+
+def sampling_to_proto(params: SamplingParams) -> common_pb2.SamplingParams:
+    message = common_pb2.SamplingParams(
+        temperature=params.temperature, top_p=params.top_p, top_k=params.top_k,
+        stop=list(params.stop), stop_token_ids=list(params.stop_token_ids), ignore_eos=params.ignore_eos,
+    )
+    if params.seed is not None:
+        message.seed = params.seed
+    return message
+
+
+def usage_to_proto(usage: Usage, queue_s: float = 0.0) -> common_pb2.Usage:
+    return common_pb2.Usage(
+        prompt_tokens=usage.prompt_tokens, cached_prompt_tokens=usage.cached_prompt_tokens,
+        output_tokens=usage.output_tokens, ttft_s=usage.ttft_s, queue_s=queue_s,
+    )
+
+
+def usage_from_proto(message: common_pb2.Usage) -> Usage:
+    return Usage(message.prompt_tokens, message.cached_prompt_tokens, message.output_tokens, message.ttft_s)
+
+
+def finish_to_proto(reason: FinishReason | None) -> int:
+    return _FINISH_TO_PROTO[reason] if reason is not None else common_pb2.FINISH_REASON_UNSPECIFIED
+
+
+def finish_from_proto(value: int) -> FinishReason | None:
+    return _FINISH_FROM_PROTO.get(value)
+
+
+def load_to_proto(stats: EngineStats) -> common_pb2.WorkerLoad:
+    return common_pb2.WorkerLoad(
+        real_time=common_pb2.ClassLoad(running=stats.rt.running, waiting=stats.rt.waiting),
+        best_effort=common_pb2.ClassLoad(running=stats.be.running, waiting=stats.be.waiting),
+        kv_cache_usage=stats.kv_cache_usage, prefill_tokens_per_s=stats.prefill_tokens_per_s,
+        decode_tokens_per_s=stats.decode_tokens_per_s, mean_queueing_delay_s=stats.mean_queueing_delay_s,
+        prefix_hit_ratio=stats.prefix_hit_ratio, total_kv_blocks=stats.total_kv_blocks, block_size=stats.block_size,
+    )
+
+
+def load_from_proto(message: common_pb2.WorkerLoad) -> EngineStats:
+    return EngineStats(
+        rt=ClassLoad(message.real_time.running, message.real_time.waiting),
+        be=ClassLoad(message.best_effort.running, message.best_effort.waiting),
+        kv_cache_usage=message.kv_cache_usage, prefill_tokens_per_s=message.prefill_tokens_per_s,
+        decode_tokens_per_s=message.decode_tokens_per_s, mean_queueing_delay_s=message.mean_queueing_delay_s,
+        prefix_hit_ratio=message.prefix_hit_ratio, total_kv_blocks=message.total_kv_blocks, block_size=message.block_size,
+    )

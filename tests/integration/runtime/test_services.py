@@ -1,0 +1,102 @@
+"""Every service starts as a real process, answers health and reflection, validates, and drains on SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+
+import grpc
+import pytest
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc
+
+FAST_SIM = ("--engine", "sim", "--sim-speedup", "20")
+
+SERVICES = {
+    "tokenizer": ((), "forethought.v1.TokenizerService"),
+    "demand": ((), "forethought.v1.DemandService"),
+    "planner": ((), "forethought.v1.PlannerService"),
+    "worker": (FAST_SIM, "forethought.v1.WorkerService"),
+    "scheduler": ((), "forethought.v1.SchedulerService"),
+}
+
+
+def reflected_services(address: str) -> set[str]:
+    with grpc.insecure_channel(address) as channel:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        replies = stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5)
+        return {service.name for reply in replies for service in reply.list_services_response.service}
+
+
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_service_serves_health_and_reflection_then_stops_cleanly(start_service, name):
+    args, grpc_name = SERVICES[name]
+    service = start_service(name, *args)
+    listed = reflected_services(service.address)
+    assert grpc_name in listed
+    assert "grpc.health.v1.Health" in listed
+    assert service.terminate() == 0, service.log()
+
+
+def test_sigterm_drains_an_in_flight_stream_and_exits_zero(start_service):
+    worker = start_service("worker", "--engine", "sim", "--sim-speedup", "2", "--grace-s", "30")
+    with grpc.insecure_channel(worker.address) as channel:
+        stream = worker_pb2_grpc.WorkerServiceStub(channel).Generate(
+            worker_pb2.WorkerServiceGenerateRequest(
+                request_id="drain-1", prompt_token_ids=list(range(1, 65)), max_tokens=60,
+                sampling=common_pb2.SamplingParams(ignore_eos=True)),
+            timeout=60,
+        )
+        first = next(stream)
+        worker.process.send_signal(signal.SIGTERM)
+        rest = list(stream)
+    tokens = len(first.token_ids) + sum(len(reply.token_ids) for reply in rest)
+    assert rest[-1].finish_reason == common_pb2.FINISH_REASON_LENGTH
+    assert tokens == 60
+    assert worker.process.wait(30) == 0, worker.log()
+
+
+@pytest.mark.parametrize(
+    ("request_fields", "field"),
+    [
+        ({"request_id": "", "prompt_token_ids": [1, 2], "max_tokens": 4}, "request_id"),
+        ({"request_id": "a", "prompt_token_ids": [], "max_tokens": 4}, "prompt_token_ids"),
+        ({"request_id": "a", "prompt_token_ids": [1, 2], "max_tokens": 0}, "max_tokens"),
+        ({"request_id": "a", "prompt_token_ids": [1, 2], "max_tokens": 4,
+          "sampling": common_pb2.SamplingParams(top_p=1.5)}, "sampling.top_p"),
+    ],
+    ids=["empty-id", "empty-prompt", "zero-max-tokens", "top-p-above-one"],
+)
+def test_malformed_worker_request_is_invalid_argument_naming_the_field(start_service, request_fields, field):
+    worker = start_service("worker", *FAST_SIM)
+    with grpc.insecure_channel(worker.address) as channel:
+        with pytest.raises(grpc.RpcError) as raised:
+            list(worker_pb2_grpc.WorkerServiceStub(channel).Generate(worker_pb2.WorkerServiceGenerateRequest(**request_fields), timeout=10))
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert raised.value.details().startswith(f"{field}:")
+    assert worker.process.poll() is None  # a bad request never kills the process
+
+
+def test_malformed_scheduler_request_is_invalid_argument_naming_the_field(start_service):
+    scheduler = start_service("scheduler")
+    with grpc.insecure_channel(scheduler.address) as channel:
+        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as raised:
+            list(stub.Generate(scheduler_pb2.GenerateRequest(model="m", token_ids=common_pb2.TokenIds(ids=[1]), max_tokens=0), timeout=10))
+        assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert raised.value.details().startswith("max_tokens:")
+        with pytest.raises(grpc.RpcError) as raised:
+            list(stub.Generate(scheduler_pb2.GenerateRequest(model="m", max_tokens=3), timeout=10))
+        assert raised.value.details().startswith("prompt:")
+
+
+def test_a_bad_setting_stops_the_service_at_start_with_a_clear_message(tmp_path):
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "forethought.cli", "serve", "worker", "--engine", "tpu"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2
+    assert "--engine / FORETHOUGHT_ENGINE = 'tpu': must be one of ('sim', 'vllm')" in result.stderr

@@ -1,0 +1,74 @@
+"""`forethought up` in a clean environment: comes up, serves `generate`, and Ctrl-C leaves nothing behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from forethought.cluster.redis_server import free_port
+
+
+def free_port_block(size: int) -> int:
+    """A base port whose next ``size`` ports were free a moment ago."""
+    for _ in range(50):
+        base = free_port()
+        if base + size < 65535 and all(_is_free(base + offset) for offset in range(size)):
+            return base
+    raise RuntimeError("no free port block")
+
+
+def _is_free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def test_up_generate_status_and_ctrl_c_leaves_no_process(tmp_path: Path):
+    base = free_port_block(20)
+    env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path), "HOME": os.environ.get("HOME", str(tmp_path))}
+    up = subprocess.Popen(
+        [sys.executable, "-m", "forethought.cli", "up", "--workers", "2", "--base-port", str(base), "--sim-speedup", "5"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )
+    output: list[str] = []
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            line = up.stdout.readline()
+            assert line, "forethought up exited before it was ready:\n" + "".join(output)
+            output.append(line)
+            if line.startswith("ready in"):
+                break
+        children = psutil.Process(up.pid).children(recursive=True)
+        assert len(children) >= 7  # redis, tokenizer, demand, planner, 2 workers, scheduler
+        time.sleep(1.0)  # the scheduler's registry read adopts the workers
+        generated = subprocess.run(
+            [sys.executable, "-m", "forethought.cli", "generate", "Tell me about the Moon", "--max-tokens", "8",
+             "--scheduler", f"127.0.0.1:{base}"],
+            capture_output=True, text=True, timeout=60, env=env,
+        )
+        assert generated.returncode == 0, generated.stderr
+        assert "[8 tokens;" in generated.stdout
+        status = subprocess.run([sys.executable, "-m", "forethought.cli", "status"], capture_output=True, text=True, timeout=60, env=env)
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert status.stdout.count("SERVING") >= 6
+        assert "worker-1" in status.stdout
+    finally:
+        up.send_signal(signal.SIGINT)
+        rest, _ = up.communicate(timeout=60)
+    assert up.returncode == 0, "".join(output) + rest
+    time.sleep(0.5)
+    alive = [child for child in children if child.is_running() and child.status() != psutil.STATUS_ZOMBIE]
+    assert alive == [], f"left running: {[child.cmdline() for child in alive]}"
+    assert not (tmp_path / "up.json").exists()
