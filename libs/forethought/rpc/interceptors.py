@@ -100,6 +100,8 @@ def _code_of(error: Exception, context: grpc.aio.ServicerContext) -> grpc.Status
         return error.code
     if isinstance(error, grpc.aio.AbortError):
         return context.code() or grpc.StatusCode.UNKNOWN
+    if isinstance(error, NotImplementedError):
+        return grpc.StatusCode.UNIMPLEMENTED
     return grpc.StatusCode.INTERNAL
 
 
@@ -111,6 +113,9 @@ async def _abort(error: Exception, context: grpc.aio.ServicerContext, labels: tu
         if isinstance(error, ResourceExhausted):
             context.set_trailing_metadata(((RETRY_AFTER_KEY, f"{error.retry_after_s:.3f}"),))
         await context.abort(error.code, error.message)
+    if isinstance(error, NotImplementedError):
+        # The generated base servicer raises this for RPCs a service does not offer yet.
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{labels[0]}/{labels[1]} is not implemented by this server")
     error_id = uuid.uuid4().hex[:12]
     log.error("internal error %s in %s/%s", error_id, *labels, exc_info=error)
     await context.abort(grpc.StatusCode.INTERNAL, f"internal error, id {error_id}")

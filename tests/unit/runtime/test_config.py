@@ -1,0 +1,60 @@
+"""Settings from flags, environment and defaults, validated with messages naming the setting."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+import pytest
+
+from forethought.config import ConfigError, ServiceSettings, add_arguments, option, settings_from
+
+
+@dataclass(frozen=True)
+class DemoSettings(ServiceSettings):
+    workers: int = option(2, "how many")
+    verbose: bool = option(False, "say more")
+
+
+def parse(argv: list[str], environ: dict[str, str]) -> DemoSettings:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser, DemoSettings)
+    return settings_from(DemoSettings, parser.parse_args(argv), environ)
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "expected_port", "expected_workers"),
+    [
+        ([], {}, 0, 2),
+        ([], {"FORETHOUGHT_PORT": "7000", "FORETHOUGHT_WORKERS": "5"}, 7000, 5),
+        (["--port", "8000"], {"FORETHOUGHT_PORT": "7000"}, 8000, 2),
+    ],
+    ids=["defaults", "environment", "flag-beats-environment"],
+)
+def test_flag_beats_environment_beats_default(argv, environ, expected_port, expected_workers):
+    settings = parse(argv, environ)
+    assert (settings.port, settings.workers) == (expected_port, expected_workers)
+
+
+def test_booleans_parse_from_flags_and_environment():
+    assert parse(["--verbose"], {}).verbose is True
+    assert parse([], {"FORETHOUGHT_VERBOSE": "yes"}).verbose is True
+    assert parse(["--no-verbose"], {"FORETHOUGHT_VERBOSE": "1"}).verbose is False
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--port", "70000"], "--port / FORETHOUGHT_PORT = 70000: must be in 0..65535"),
+        (["--port", "abc"], "--port / FORETHOUGHT_PORT = 'abc': must be an integer"),
+        (["--otel-exporter", "zipkin"], "--otel-exporter / FORETHOUGHT_OTEL_EXPORTER = 'zipkin': must be one of"),
+        (["--otel-exporter", "otlp"], "--otel-endpoint / FORETHOUGHT_OTEL_ENDPOINT = '': is required when otel_exporter is otlp"),
+        (["--redis-url", "localhost:6379"], "--redis-url / FORETHOUGHT_REDIS_URL = 'localhost:6379': must start with"),
+        (["--grace-s", "-1"], "--grace-s / FORETHOUGHT_GRACE_S = -1.0: must be >= 0"),
+    ],
+    ids=["port-range", "port-type", "exporter", "otlp-endpoint", "redis-url", "grace"],
+)
+def test_bad_values_name_the_setting_and_the_rule(argv, message):
+    with pytest.raises(ConfigError) as raised:
+        parse(argv, {})
+    assert message in str(raised.value)

@@ -1,0 +1,78 @@
+"""The status interceptor: domain errors become their status, surprises become INTERNAL with an id."""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+import pytest
+
+from forethought.rpc.errors import InvalidArgument, ResourceExhausted
+from forethought.rpc.interceptors import RETRY_AFTER_KEY, StatusInterceptor
+from forethought.v1 import demand_pb2, demand_pb2_grpc
+
+
+class FailingDemand(demand_pb2_grpc.DemandServiceServicer):
+    async def RegisterApplication(self, request, context):
+        if request.application == "bad":
+            raise InvalidArgument("application", "must match [A-Za-z0-9_.-]{1,128}")
+        if request.application == "full":
+            raise ResourceExhausted("queue is full", retry_after_s=1.5)
+        raise RuntimeError("boom")
+
+    async def WatchPrewarm(self, request, context):
+        yield demand_pb2.WatchPrewarmResponse()
+        raise KeyError("lost")
+
+
+@pytest.fixture
+async def stub():
+    server = grpc.aio.server(interceptors=[StatusInterceptor()])
+    demand_pb2_grpc.add_DemandServiceServicer_to_server(FailingDemand(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        yield demand_pb2_grpc.DemandServiceStub(channel)
+    await server.stop(0)
+
+
+async def test_invalid_argument_names_the_field(stub):
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await stub.RegisterApplication(demand_pb2.RegisterApplicationRequest(application="bad"))
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert raised.value.details() == "application: must match [A-Za-z0-9_.-]{1,128}"
+
+
+async def test_resource_exhausted_carries_a_retry_hint(stub):
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await stub.RegisterApplication(demand_pb2.RegisterApplicationRequest(application="full"))
+    assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert dict(raised.value.trailing_metadata())[RETRY_AFTER_KEY] == "1.500"
+
+
+async def test_unexpected_errors_become_internal_with_a_logged_id(stub, caplog):
+    with caplog.at_level(logging.ERROR):
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await stub.RegisterApplication(demand_pb2.RegisterApplicationRequest(application="x"))
+    assert raised.value.code() == grpc.StatusCode.INTERNAL
+    error_id = raised.value.details().rpartition(" ")[2]
+    assert len(error_id) == 12
+    assert any(error_id in record.getMessage() for record in caplog.records)
+    # the server is still up after the failure
+    with pytest.raises(grpc.aio.AioRpcError) as again:
+        await stub.RegisterApplication(demand_pb2.RegisterApplicationRequest(application="bad"))
+    assert again.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_a_stream_that_fails_midway_ends_with_internal(stub):
+    call = stub.WatchPrewarm(demand_pb2.WatchPrewarmRequest())
+    assert await call.read() == demand_pb2.WatchPrewarmResponse()
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await call.read()
+    assert raised.value.code() == grpc.StatusCode.INTERNAL
+
+
+async def test_unimplemented_methods_answer_unimplemented(stub):
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await stub.Estimate(demand_pb2.EstimateRequest())
+    assert raised.value.code() == grpc.StatusCode.UNIMPLEMENTED
