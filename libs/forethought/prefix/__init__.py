@@ -1,0 +1,1 @@
+"""Prefix matching: chained block hashes and the global prefix index (in memory and in Redis)."""

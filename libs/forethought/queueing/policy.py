@@ -41,3 +41,12 @@ class QueuePolicy(Protocol):
 
     def key(self, request: QueuedRequest, now: float) -> tuple[float, ...]:
         """Sort key at time ``now`` (keys may change with time, e.g. aging or slack)."""
+
+    def rank(self, request: QueuedRequest) -> tuple[float, ...]:
+        """A time-free key that orders requests exactly as ``key`` does at every ``now``.
+
+        NOTE: every built-in key moves with time only by a term shared by all requests (``-now`` in
+        slack, ``-rate * now`` in aging), so the order of two waiting requests never flips by itself.
+        That is what lets ``GlobalQueue`` keep a heap; an order change comes only from
+        ``GlobalQueue.update_priority``.
+        """

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from forethought.engine.backend import ServiceClass
+from forethought.engine.backend import EngineStats, ServiceClass
 
 
 @dataclass(frozen=True)
@@ -41,5 +41,11 @@ class Router(Protocol):
     def choose(self, request: RoutingRequest, now: float) -> str:
         """The worker to run ``request``; records the assignment in the router's history."""
 
-    def on_finished(self, request_id: str, now: float) -> None:
-        """The request left its worker (finished, aborted or failed)."""
+    def on_finished(self, request_id: str, now: float, output_tokens: int | None = None) -> None:
+        """The request left its worker (finished, aborted or failed); ``output_tokens`` when known."""
+
+    def observe_load(self, worker_id: str, stats: EngineStats, now: float) -> None:
+        """A live load snapshot reported by the worker."""
+
+    def observe_ttft(self, request_id: str, ttft_s: float, now: float) -> None:
+        """The placed request's first token came ``ttft_s`` after it was submitted."""

@@ -1,0 +1,227 @@
+"""The global prefix index in Redis (Preble section 4.1's global prefix tree, shared by scheduler replicas).
+
+Same meaning as ``InMemoryPrefixIndex``: workers' cache events go in, a prompt's block hashes come out
+as "worker -> leading blocks cached". All state lives in Redis, so any number of scheduler replicas see
+one index. Every operation is one Lua script call (one round trip, atomic on the server); the key layout
+is a contract with the workers that publish events and is documented in ``docs/prefix-index.md``:
+
+    {ns}:blk:<hash>          HASH  worker -> last access, ms since epoch (store or match)
+    {ns}:hits:<hash>         HASH  "<worker>|<bucket>" -> requests that matched up to this block
+    {ns}:wblk:<worker>       SET   block hashes the worker caches (for clears and removal)
+    {ns}:alive:<worker>      STRING heartbeat with a TTL; a worker without it is ignored by match
+    {ns}:workers             SET   every worker that ever published (for sweeping dead ones)
+
+``{ns}`` is a Redis Cluster hash tag, so every key of one namespace lives in one slot and scripts may
+touch keys they discover while running.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import NoScriptError
+
+from forethought.engine.backend import AllBlocksCleared, BlockRemoved, BlockStored, CacheEvent
+
+_APPLY = """
+local ns, worker, now = ARGV[1], ARGV[2], ARGV[3]
+local wblk = ns .. ':wblk:' .. worker
+redis.call('SADD', ns .. ':workers', worker)
+local op = nil
+for i = 4, #ARGV do
+  local token = ARGV[i]
+  if token == 'S' or token == 'R' then
+    op = token
+  elseif token == 'C' then
+    for _, h in ipairs(redis.call('SMEMBERS', wblk)) do
+      redis.call('HDEL', ns .. ':blk:' .. h, worker)
+    end
+    redis.call('DEL', wblk)
+  elseif op == 'S' then
+    redis.call('HSET', ns .. ':blk:' .. token, worker, now)
+    redis.call('SADD', wblk, token)
+  else
+    redis.call('HDEL', ns .. ':blk:' .. token, worker)
+    redis.call('SREM', wblk, token)
+  end
+end
+return 1
+"""
+
+_MATCH = """
+local ns, now, bucket, window_ms = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local alive, depth, last = {}, {}, {}
+local first = redis.call('HKEYS', ns .. ':blk:' .. ARGV[5])
+for _, w in ipairs(first) do
+  if redis.call('EXISTS', ns .. ':alive:' .. w) == 1 then alive[w] = true end
+end
+for i = 5, #ARGV do
+  local any = false
+  for w, _ in pairs(alive) do
+    if redis.call('HEXISTS', ns .. ':blk:' .. ARGV[i], w) == 1 then
+      depth[w] = i - 4
+      last[w] = ARGV[i]
+      any = true
+    else
+      alive[w] = nil
+    end
+  end
+  if not any then break end
+end
+local out = {}
+for w, d in pairs(depth) do
+  redis.call('HSET', ns .. ':blk:' .. last[w], w, now)
+  local hits = ns .. ':hits:' .. last[w]
+  redis.call('HINCRBY', hits, w .. '|' .. bucket, 1)
+  redis.call('PEXPIRE', hits, window_ms * 2)
+  table.insert(out, w)
+  table.insert(out, d)
+end
+return out
+"""
+
+_REFRESH = """
+local ns, worker, ttl = ARGV[1], ARGV[2], ARGV[3]
+redis.call('SET', ns .. ':alive:' .. worker, '1', 'PX', ttl)
+redis.call('SADD', ns .. ':workers', worker)
+return 1
+"""
+
+_REMOVE = """
+local ns, worker = ARGV[1], ARGV[2]
+local wblk = ns .. ':wblk:' .. worker
+for _, h in ipairs(redis.call('SMEMBERS', wblk)) do
+  redis.call('HDEL', ns .. ':blk:' .. h, worker)
+end
+redis.call('DEL', wblk, ns .. ':alive:' .. worker)
+redis.call('SREM', ns .. ':workers', worker)
+return 1
+"""
+
+
+class RedisPrefixIndex:
+    """Block hash -> caching workers, with per-worker hit counts and last access, in Redis.
+
+    Args:
+        client: a ``redis.asyncio.Redis`` (``decode_responses`` either way).
+        namespace: prefix of every key (``{namespace}:...``).
+        hit_window_s: the sliding window of hit counts, kept as ``hit_buckets`` buckets.
+        clock: seconds since the epoch; injected so tests and replays control time.
+    """
+
+    def __init__(
+        self,
+        client: Redis,
+        namespace: str = "forethought",
+        hit_window_s: float = 180.0,
+        hit_buckets: int = 6,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._client = client
+        self._ns = "{" + namespace + "}"
+        self._bucket_s = hit_window_s / hit_buckets
+        self._hit_buckets = hit_buckets
+        self._clock = clock
+        self._scripts = {"apply": _APPLY, "match": _MATCH, "refresh": _REFRESH, "remove": _REMOVE}
+        self._shas: dict[str, str] = {}
+
+    @property
+    def key_prefix(self) -> str:
+        return self._ns
+
+    async def load_scripts(self) -> None:
+        """Loads the Lua scripts (once per server; afterwards every call is a single EVALSHA)."""
+        for name, source in self._scripts.items():
+            self._shas[name] = str(_text(await self._client.script_load(source)))
+
+    async def apply(self, worker_id: str, events: Iterable[CacheEvent]) -> None:
+        """Applies a worker's cache events in order, atomically."""
+        tokens: list[str] = []
+        for event in events:
+            if isinstance(event, BlockStored):
+                tokens += ["S", *map(str, event.block_hashes)]
+            elif isinstance(event, BlockRemoved):
+                tokens += ["R", *map(str, event.block_hashes)]
+            elif isinstance(event, AllBlocksCleared):
+                tokens.append("C")
+        if tokens:
+            await self._run("apply", worker_id, self._now_ms(), *tokens)
+
+    async def match(self, block_hashes: Sequence[int]) -> dict[str, int]:
+        """Live worker -> leading blocks of the prompt it caches; records a hit and access for each.
+
+        A hit and the last access are written on the deepest block each worker matched: a hit on a
+        block implies hits on its ancestors, so one write per worker keeps matching one round trip.
+        """
+        if not block_hashes:
+            return {}
+        window_ms = int(self._bucket_s * self._hit_buckets * 1000)
+        reply = await self._run(
+            "match", self._now_ms(), self._bucket(), window_ms, *map(str, block_hashes)
+        )
+        return {_text(reply[i]): int(reply[i + 1]) for i in range(0, len(reply), 2)}
+
+    async def refresh_worker(self, worker_id: str, ttl_s: float) -> None:
+        """Heartbeat: the worker's entries count for ``ttl_s`` more seconds."""
+        await self._run("refresh", worker_id, max(1, int(ttl_s * 1000)))
+
+    async def remove_worker(self, worker_id: str) -> None:
+        """Forgets every block of the worker and its heartbeat."""
+        await self._run("remove", worker_id)
+
+    async def holders(self, block_hash: int) -> dict[str, float]:
+        """Live workers caching the block -> last access (seconds since the epoch)."""
+        entries = await self._client.hgetall(f"{self._ns}:blk:{block_hash}")
+        alive = await self._alive([_text(w) for w in entries])
+        return {_text(w): int(ms) / 1000 for w, ms in entries.items() if _text(w) in alive}
+
+    async def hit_counts(self, block_hash: int) -> dict[str, int]:
+        """Worker -> requests that matched up to this block within the hit window."""
+        entries = await self._client.hgetall(f"{self._ns}:hits:{block_hash}")
+        oldest = self._bucket() - self._hit_buckets + 1
+        counts: dict[str, int] = {}
+        for field, value in entries.items():
+            worker_id, bucket = _text(field).rsplit("|", 1)
+            if int(bucket) >= oldest:
+                counts[worker_id] = counts.get(worker_id, 0) + int(value)
+        return counts
+
+    async def sweep_dead_workers(self) -> list[str]:
+        """Removes every worker whose heartbeat expired; returns them (run periodically, any replica)."""
+        workers = [_text(w) for w in await self._client.smembers(f"{self._ns}:workers")]
+        alive = await self._alive(workers)
+        dead = sorted(set(workers) - alive)
+        for worker_id in dead:
+            await self.remove_worker(worker_id)
+        return dead
+
+    async def _alive(self, workers: list[str]) -> set[str]:
+        if not workers:
+            return set()
+        async with self._client.pipeline(transaction=False) as pipe:
+            for worker_id in workers:
+                pipe.exists(f"{self._ns}:alive:{worker_id}")
+            found = await pipe.execute()
+        return {w for w, present in zip(workers, found, strict=True) if present}
+
+    async def _run(self, name: str, *args: Any) -> Any:
+        if name not in self._shas:
+            await self.load_scripts()
+        try:
+            return await self._client.evalsha(self._shas[name], 0, self._ns, *args)
+        except NoScriptError:  # the server restarted and lost its script cache
+            await self.load_scripts()
+            return await self._client.evalsha(self._shas[name], 0, self._ns, *args)
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def _bucket(self) -> int:
+        return int(self._clock() // self._bucket_s)
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,156 @@
+"""E2 (Preble section 4.2): exploit, explore by L + M + P, prefill/decode balancing, Th_bal, replication."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from forethought.engine.backend import EngineStats
+from forethought.routing import E2Router, PrebleLinearPhaseTimes, RoutingRequest, build_router
+
+BLOCK = 16
+
+
+@dataclass(frozen=True)
+class MillisecondPerToken:
+    """Prefill costs 1 ms per token; decode costs ``decode_s`` per iteration."""
+
+    decode_s: float = 0.0
+
+    def prefill_time(self, tokens: int) -> float:
+        return 0.001 * tokens
+
+    def decode_time(self, batch: int, context: int) -> float:
+        return self.decode_s
+
+
+def make_request(rid: str, blocks: int, prefix: int = 0, cached: dict[str, int] | None = None) -> RoutingRequest:
+    hashes = tuple(prefix * 1000 + i for i in range(blocks))
+    return RoutingRequest(rid, blocks * BLOCK, hashes, BLOCK, cached_blocks=cached or {})
+
+
+def make_e2(workers: int = 2, decode_s: float = 0.0, **options: object) -> E2Router:
+    router = E2Router(phase_times=MillisecondPerToken(decode_s), **options)  # type: ignore[arg-type]
+    for index in range(workers):
+        router.add_worker(f"w{index}", now=0.0)
+    return router
+
+
+def test_prefix_sharing_requests_exploit_the_caching_worker() -> None:
+    router = make_e2(3)
+    chosen = router.choose(make_request("r1", 4, prefix=7, cached={"w0": 3, "w2": 1}), now=1.0)
+    assert chosen == "w0"
+    assert router.last_decision is not None and router.last_decision.phase == "exploit"
+    assert router.last_decision.costs == {"w0": pytest.approx(0.016)}
+    chosen = router.choose(make_request("r2", 4, prefix=7, cached={"w0": 3, "w2": 1}), now=1.0)
+    assert chosen == "w1"  # w0 now carries 0.016 s > 1.5 x 0 of the idle workers: rebalanced
+    assert router.last_decision.phase == "rebalance"
+
+
+def test_exploit_breaks_ties_between_holders_by_load_cost() -> None:
+    router = make_e2(3)
+    router.choose(make_request("busy", 10), now=0.0)  # w0 carries 0.16 s
+    chosen = router.choose(make_request("r1", 4, cached={"w0": 3, "w1": 3}), now=1.0)
+    assert chosen == "w1"
+    assert router.last_decision.costs == {"w0": pytest.approx(0.176), "w1": pytest.approx(0.016)}  # type: ignore[union-attr]
+
+
+def test_explore_picks_the_least_load_cost_when_the_missed_part_dominates() -> None:
+    router = make_e2(3)
+    assert router.choose(make_request("a", 30), now=0.0) == "w0"
+    assert router.choose(make_request("b", 10), now=0.1) == "w1"
+    chosen = router.choose(make_request("c", 8, prefix=1, cached={"w0": 4}), now=0.2)  # 64 of 128 cached
+    assert chosen == "w2"
+    assert router.last_decision.phase == "explore"  # type: ignore[union-attr]
+    assert router.last_decision.costs == {  # type: ignore[union-attr]
+        "w0": pytest.approx(0.48 + 0.064),
+        "w1": pytest.approx(0.16 + 0.128),
+        "w2": pytest.approx(0.128),
+    }
+
+
+@pytest.mark.parametrize(("threshold", "expected", "phase"), [(1.5, "w1", "rebalance"), (4.0, "w0", "exploit")])
+def test_rebalancing_redirects_exploits_of_the_heaviest_worker_past_th_bal(
+    threshold: float, expected: str, phase: str
+) -> None:
+    router = make_e2(2, rebalance_threshold=threshold)
+    router.choose(make_request("a", 18), now=0.0)  # w0: 0.288 s
+    router.choose(make_request("b", 6), now=0.0)  # w1: 0.096 s; 0.288 = 3.0 x 0.096
+    chosen = router.choose(make_request("c", 4, prefix=2, cached={"w0": 3}), now=1.0)
+    assert (chosen, router.last_decision.phase) == (expected, phase)  # type: ignore[union-attr]
+
+
+def test_a_decode_heavy_worker_takes_the_next_uncached_prompt() -> None:
+    # Decode time keeps every load positive, so a huge Th_bal never fires.
+    router = make_e2(2, decode_s=0.001, rebalance_threshold=1e9)
+    router.choose(make_request("a", 50), now=0.0)  # w0 carries a long prefill
+    router.choose(make_request("b", 4, cached={"w1": 4}), now=0.0)  # fully cached on w1: decode-only
+    router.choose(make_request("c", 4, cached={"w0": 4}), now=0.0)  # decode-only on w0 too
+    assert router.decode_ratio("w0") == 0.5 and router.decode_ratio("w1") == 1.0
+    assert router.choose(make_request("d", 40, prefix=3), now=0.1) == "w1"
+    assert router.last_decision.phase == "prefill_decode"  # type: ignore[union-attr]
+    router.on_finished("b", now=0.2)
+    assert router.decode_ratio("w1") == 0.0
+
+
+def test_load_leaves_the_history_window() -> None:
+    router = make_e2(2, history_window_s=180.0)
+    router.choose(make_request("a", 10), now=0.0)
+    assert router.window_load("w0") == pytest.approx(0.16)
+    router.choose(make_request("b", 1), now=180.5)
+    assert router.window_load("w0") == pytest.approx(0.016)  # only b's own prefill is left
+
+
+def test_eviction_cost_counts_recomputation_of_hit_prefixes() -> None:
+    router = make_e2(1, capacity_blocks=10)
+    router.choose(make_request("a", 8, prefix=5), now=0.0)  # 8 blocks of prefix 5 on w0
+    router.choose(make_request("b", 8, prefix=5, cached={"w0": 8}), now=1.0)  # a second hit
+    # A 4-block prompt needs 4 blocks, 2 are free: the LRU prefix (128 tokens, 2 hits) goes.
+    assert router.eviction_cost("w0", needed_blocks=4, now=2.0) == pytest.approx(0.128 * 2)
+    assert router.eviction_cost("w0", needed_blocks=2, now=2.0) == 0.0
+    assert router.eviction_cost("w0", needed_blocks=4, now=400.0) == 0.0  # hits left the window
+
+
+def test_capacity_comes_from_the_live_snapshot_when_not_configured() -> None:
+    router = make_e2(1)
+    router.choose(make_request("a", 8, prefix=5), now=0.0)
+    assert router.eviction_cost("w0", needed_blocks=100, now=1.0) == 0.0  # capacity unknown
+    router.observe_load("w0", EngineStats(total_kv_blocks=8), now=1.0)
+    assert router.eviction_cost("w0", needed_blocks=1, now=1.0) == pytest.approx(0.128)
+
+
+def test_observed_decode_lengths_feed_the_decode_part_of_the_load() -> None:
+    router = E2Router(phase_times=MillisecondPerToken(decode_s=0.01))
+    router.add_worker("w0", now=0.0)
+    request = make_request("a", 1)
+    assert router.decode_tokens("w0", request) == 45  # Preble's default decode length
+    router.choose(request, now=0.0)
+    router.on_finished("a", now=1.0, output_tokens=100)
+    assert router.decode_tokens("w0", request) == 100
+    router.choose(make_request("b", 1), now=1.0)
+    assert router.window_load("w0") == pytest.approx((0.016 + 0.45) + (0.016 + 1.0))
+
+
+def test_a_hot_prefix_whose_ttft_doubles_is_replicated_on_the_lightest_worker() -> None:
+    router = make_e2(3, decode_s=0.001, history_window_s=100.0, rebalance_threshold=1e9)
+    router.choose(make_request("on-w0", 3), now=0.0)  # all idle: the first worker wins
+    router.choose(make_request("on-w1", 1), now=0.0)
+    router.choose(make_request("on-w2", 2), now=0.0)  # w1 is the lightest other than w0
+    hot = {"w0": 4}
+    for step, ttft in enumerate([0.1, 0.1, 0.1, 0.3, 0.3]):
+        now = 10.0 + step * 20.0
+        rid = f"h{step}"
+        assert router.choose(make_request(rid, 5, prefix=9, cached=hot), now=now) == "w0"
+        router.observe_ttft(rid, ttft, now=now + 1.0)
+    assert router.replicas(9003) == frozenset({"w1"})
+    router.choose(make_request("next", 5, prefix=9, cached=hot), now=95.0)
+    assert set(router.last_decision.costs) == {"w0", "w1"}  # type: ignore[union-attr]
+
+
+def test_registry_builds_e2_with_paper_defaults() -> None:
+    router = build_router("e2")
+    assert isinstance(router, E2Router)
+    assert (router.history_window_s, router.rebalance_threshold) == (180.0, 1.5)
+    assert isinstance(router.phase_times, PrebleLinearPhaseTimes)
+    assert router.phase_times.prefill_time(1000) == pytest.approx(0.115)
