@@ -1,0 +1,221 @@
+"""Iteration-level scheduling policies, built by name (BROS section 4.2, Algorithm 1; baselines of
+BROS section 7.1: vLLM's FCFS and iteration round-robin; Preble section 4.3 wait-queue groups).
+
+A policy orders requests and picks the batch; the scheduler commits KV memory and, when even preemption
+cannot make room, asks the policy whom to drop (``drop_victims``).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from forethought.engine.batch import BatchBuilder, SchedulingContext, Selection, tokens_to_compute
+from forethought.engine.batch_size import AdaptiveBatchSize
+from forethought.engine.priority_groups import proportional_order
+from forethought.engine.request import EngineRequest
+
+
+class SchedulingPolicy(Protocol):
+    name: str
+
+    def select(self, ctx: SchedulingContext) -> Selection:
+        """The next batch, in the order its KV memory is committed."""
+
+    def drop_victims(
+        self, needy: EngineRequest, candidates: Sequence[EngineRequest], now: float
+    ) -> list[EngineRequest]:
+        """Requests to drop, in order, so that ``needy`` can run; empty when it must not drop anyone."""
+
+
+def _arrival(request: EngineRequest) -> tuple[int, float, int]:
+    return (request.priority, request.arrival_s, request.sequence)
+
+
+def _tightest_residual(rt_order: Sequence[EngineRequest], now: float) -> float:
+    """The smallest positive remaining time: a deadline already missed cannot constrain the batch."""
+    return min((t for t in (r.remaining_time_s(now) for r in rt_order) if t > 0), default=float("inf"))
+
+
+class BrosPolicy:
+    """Hybrid priority packing: urgent RT first, BE fill/replace by swap cost, adaptive batch size."""
+
+    name = "bros"
+
+    def __init__(self, initial_batch_size: int, max_batch_size: int, priority_groups: int) -> None:
+        self.batch_size = AdaptiveBatchSize(initial_batch_size, max_batch_size)
+        self.priority_groups = priority_groups
+
+    def select(self, ctx: SchedulingContext) -> Selection:
+        builder = BatchBuilder(ctx, self.batch_size.current)
+        rt_order = self._rt_order(ctx)
+        residual = _tightest_residual(rt_order, ctx.now)
+        backed_off = self._add_urgent_rt(builder, rt_order, residual)
+        self._add_be(builder, self._be_order(ctx), residual)
+        rt_left_waiting = any(request not in builder for request in rt_order)
+        self.batch_size.update(backed_off, rt_left_waiting)
+        return builder.selection()
+
+    def _rt_order(self, ctx: SchedulingContext) -> list[EngineRequest]:
+        """Pending RT sorted by remaining time, merged with the waiting RT (Fig. 8's partial sort).
+
+        Waiting requests with one TTFT SLO are already in deadline order (arrival order), so only the
+        pending queue is sorted and each per-SLO run of the waiting queue is merged as it stands.
+        """
+        now = ctx.now
+        pending = sorted((r for r in ctx.running if r.is_rt), key=lambda r: r.remaining_time_s(now))
+        runs: dict[float, list[EngineRequest]] = {}
+        for request in ctx.waiting:
+            if request.is_rt:
+                runs.setdefault(request.ttft_slo_s, []).append(request)
+        return list(heapq.merge(pending, *runs.values(), key=lambda r: r.remaining_time_s(now)))
+
+    def _be_order(self, ctx: SchedulingContext) -> list[EngineRequest]:
+        """Fewest checkpointed slots first; waiting BE follow pending ones in Preble's group order."""
+        pending = sorted((r for r in ctx.running if not r.is_rt), key=_arrival)
+        waiting = proportional_order(
+            [r for r in ctx.waiting if not r.is_rt],
+            lambda r: ctx.cached_tokens(r) / r.num_prompt_tokens,
+            self.priority_groups,
+        )
+        waiting.sort(key=lambda r: r.priority)  # stable: group order kept within a priority level
+        return sorted(pending, key=ctx.checkpointed_slots) + waiting
+
+    def _add_urgent_rt(
+        self, builder: BatchBuilder, rt_order: Sequence[EngineRequest], residual: float
+    ) -> bool:
+        """Algorithm 1 lines 5-15; True when the batch overran ``residual`` (the backoff signal)."""
+        for request in rt_order:
+            if builder.is_full:
+                return False
+            if not builder.try_add(request):
+                if builder.ctx.free_slots(request) <= 0:
+                    return False  # no empty or preemptible block left
+                continue
+            if len(builder) > 1 and builder.estimated_time() > residual:
+                builder.remove(request)
+                return True
+        return False
+
+    def _add_be(self, builder: BatchBuilder, be_order: Sequence[EngineRequest], residual: float) -> None:
+        """Algorithm 1 lines 17-33: add BE, or let it replace the least urgent RT that can wait."""
+        for request in be_order:
+            replaced = None
+            if builder.is_full:
+                replaced = self._replaceable_rt(builder)
+                if replaced is None:
+                    return
+                builder.remove(replaced)
+            if builder.try_add(request) and builder.estimated_time() <= residual:
+                continue
+            builder.remove(request)
+            if replaced is not None:
+                builder.try_add(replaced)
+
+    @staticmethod
+    def _replaceable_rt(builder: BatchBuilder) -> EngineRequest | None:
+        """The least urgent RT in the batch, if it still meets its deadline after waiting an iteration."""
+        now = builder.ctx.now
+        rt = [item.request for item in builder.items if item.request.is_rt]
+        if not rt:
+            return None
+        least_urgent = max(rt, key=lambda r: r.remaining_time_s(now))
+        if least_urgent.remaining_time_s(now) <= 2 * builder.estimated_time():
+            return None
+        return least_urgent
+
+    def drop_victims(
+        self, needy: EngineRequest, candidates: Sequence[EngineRequest], now: float
+    ) -> list[EngineRequest]:
+        """Progressive dropping: for RT, BE first (newest first), then RT by most remaining time; a BE
+        request only ever drops newer BE requests, which keeps the oldest one progressing."""
+        if not needy.is_rt:
+            return _newest_running_victims(needy, [r for r in candidates if not r.is_rt])
+        be = sorted((r for r in candidates if not r.is_rt), key=_arrival, reverse=True)
+        rt = sorted(
+            (r for r in candidates if r.is_rt and r.remaining_time_s(now) > needy.remaining_time_s(now)),
+            key=lambda r: r.remaining_time_s(now),
+            reverse=True,
+        )
+        return be + rt
+
+
+class FcfsPolicy:
+    """vLLM's scheduler: running requests first, then waiting ones, by (priority, arrival); class-blind."""
+
+    name = "fcfs"
+
+    def __init__(self, max_batch_size: int) -> None:
+        self.max_batch_size = max_batch_size
+
+    def select(self, ctx: SchedulingContext) -> Selection:
+        builder = BatchBuilder(ctx, self.max_batch_size)
+        _fill_fcfs(builder, ctx.running, ctx.waiting)
+        return builder.selection()
+
+    def drop_victims(
+        self, needy: EngineRequest, candidates: Sequence[EngineRequest], now: float
+    ) -> list[EngineRequest]:
+        return _newest_running_victims(needy, candidates)
+
+
+class RoundRobinPolicy:
+    """Iteration-level round-robin over two FCFS queues: RT on even iterations, BE on odd ones."""
+
+    name = "round_robin"
+
+    def __init__(self, max_batch_size: int) -> None:
+        self.max_batch_size = max_batch_size
+
+    def select(self, ctx: SchedulingContext) -> Selection:
+        rt_turn = ctx.iteration % 2 == 0
+        builder = BatchBuilder(ctx, self.max_batch_size)
+        for is_rt in (rt_turn, not rt_turn):  # an empty class gives its turn away
+            running = [r for r in ctx.running if r.is_rt == is_rt]
+            waiting = [r for r in ctx.waiting if r.is_rt == is_rt]
+            if any(tokens_to_compute(ctx, r) > 0 for r in (*running, *waiting)):
+                _fill_fcfs(builder, running, waiting)
+                break
+        return builder.selection()
+
+    def drop_victims(
+        self, needy: EngineRequest, candidates: Sequence[EngineRequest], now: float
+    ) -> list[EngineRequest]:
+        return _newest_running_victims(needy, candidates)
+
+
+def _fill_fcfs(
+    builder: BatchBuilder, running: Sequence[EngineRequest], waiting: Sequence[EngineRequest]
+) -> None:
+    for request in sorted(running, key=_arrival):
+        builder.try_add(request)
+    for request in sorted(waiting, key=_arrival):
+        if not builder.try_add(request):
+            return  # FCFS: a waiting request that does not fit blocks the ones behind it
+
+
+def _newest_running_victims(
+    needy: EngineRequest, candidates: Sequence[EngineRequest]
+) -> list[EngineRequest]:
+    """vLLM's recompute preemption: the lowest priority, newest running request goes first."""
+    later = [r for r in candidates if _arrival(r) > _arrival(needy)]
+    return sorted(later, key=_arrival, reverse=True)
+
+
+PolicyFactory = Callable[[int, int, int], SchedulingPolicy]
+
+POLICIES: dict[str, PolicyFactory] = {
+    "bros": lambda initial, maximum, groups: BrosPolicy(initial, maximum, groups),
+    "fcfs": lambda initial, maximum, groups: FcfsPolicy(maximum),
+    "round_robin": lambda initial, maximum, groups: RoundRobinPolicy(maximum),
+}
+
+
+def make_policy(
+    name: str, initial_batch_size: int, max_batch_size: int, priority_groups: int
+) -> SchedulingPolicy:
+    """Builds the policy registered as ``name``."""
+    if name not in POLICIES:
+        raise KeyError(f"unknown scheduling policy {name!r}; known: {', '.join(sorted(POLICIES))}")
+    return POLICIES[name](initial_batch_size, max_batch_size, priority_groups)

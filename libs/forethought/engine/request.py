@@ -1,0 +1,164 @@
+"""One request's state inside the engine core (BROS section 4.1, Table 1).
+
+A request is one dataclass with an ordered status: ``is_finished`` is ``status > RUNNING``. Counters that
+the scheduler needs (tokens still to compute, remaining time to the TTFT or TPOT deadline) are derived
+properties, never stored twice. Token lists are handed out as read-only tuples.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+
+from forethought.engine.backend import FinishReason, GenerationRequest, SamplingParams, ServiceClass
+from forethought.prefix.hashing import chained_block_hashes
+
+
+class RequestStatus(enum.IntEnum):
+    """Ordered lifecycle: WAITING (BROS waiting queue) -> RUNNING (pending queue) -> a finished state."""
+
+    WAITING = 0
+    RUNNING = 1
+    FINISHED_STOPPED = 2
+    FINISHED_LENGTH = 3
+    FINISHED_ABORTED = 4
+
+    @property
+    def is_finished(self) -> bool:
+        return self > RequestStatus.RUNNING
+
+    @property
+    def finish_reason(self) -> FinishReason | None:
+        return _FINISH_REASONS.get(self)
+
+
+_FINISH_REASONS = {
+    RequestStatus.FINISHED_STOPPED: FinishReason.STOP,
+    RequestStatus.FINISHED_LENGTH: FinishReason.LENGTH,
+    RequestStatus.FINISHED_ABORTED: FinishReason.ABORT,
+}
+
+
+@dataclass(eq=False)
+class EngineRequest:
+    """A request and its progress.
+
+    ``num_computed_tokens`` counts tokens whose KV is held (on GPU or checkpointed on the host tier);
+    a new token is sampled whenever every known token has been computed. ``num_hashed_blocks`` counts
+    prompt blocks already offered to the prefix cache.
+    """
+
+    request_id: str
+    prompt_token_ids: tuple[int, ...]
+    max_tokens: int
+    service_class: ServiceClass
+    priority: int
+    ttft_slo_s: float
+    tpot_slo_s: float
+    sampling: SamplingParams
+    arrival_s: float
+    sequence: int
+    block_size: int
+    status: RequestStatus = RequestStatus.WAITING
+    num_computed_tokens: int = 0
+    num_cached_prompt_tokens: int = 0
+    num_hashed_blocks: int = 0
+    first_scheduled_s: float | None = None
+    first_token_s: float | None = None
+    last_token_s: float | None = None
+    _output_token_ids: list[int] = field(default_factory=list)
+    _prompt_block_hashes: tuple[int, ...] | None = None
+
+    @classmethod
+    def from_generation(
+        cls, request: GenerationRequest, now: float, sequence: int, block_size: int
+    ) -> EngineRequest:
+        """Validates a ``GenerationRequest`` and wraps it; ``sequence`` orders equal arrival times."""
+        if not request.prompt_token_ids:
+            raise ValueError("prompt_token_ids must not be empty")
+        if request.max_tokens < 1:
+            raise ValueError("max_tokens must be at least 1")
+        if request.ttft_slo_s < 0 or request.tpot_slo_s < 0:
+            raise ValueError("ttft_slo_s and tpot_slo_s must be >= 0")
+        return cls(
+            request_id=request.request_id,
+            prompt_token_ids=tuple(request.prompt_token_ids),
+            max_tokens=request.max_tokens,
+            service_class=request.service_class,
+            priority=request.priority,
+            ttft_slo_s=request.ttft_slo_s,
+            tpot_slo_s=request.tpot_slo_s,
+            sampling=request.sampling,
+            arrival_s=now,
+            sequence=sequence,
+            block_size=block_size,
+        )
+
+    @property
+    def is_rt(self) -> bool:
+        return self.service_class == ServiceClass.RT
+
+    @property
+    def output_token_ids(self) -> tuple[int, ...]:
+        return tuple(self._output_token_ids)
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self._output_token_ids)
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        return len(self.prompt_token_ids)
+
+    @property
+    def num_tokens(self) -> int:
+        return self.num_prompt_tokens + len(self._output_token_ids)
+
+    @property
+    def num_tokens_to_compute(self) -> int:
+        """Prompt tokens left to prefill (or recompute after a drop), else 1 for the next decode."""
+        return self.num_tokens - self.num_computed_tokens
+
+    @property
+    def is_prefill(self) -> bool:
+        return self.num_computed_tokens < self.num_prompt_tokens
+
+    @property
+    def prompt_block_hashes(self) -> tuple[int, ...]:
+        """Chained hashes of the prompt's full blocks, computed once."""
+        if self._prompt_block_hashes is None:
+            self._prompt_block_hashes = tuple(
+                chained_block_hashes(self.prompt_token_ids, self.block_size)
+            )
+        return self._prompt_block_hashes
+
+    def token_at(self, position: int) -> int:
+        if position < self.num_prompt_tokens:
+            return self.prompt_token_ids[position]
+        return self._output_token_ids[position - self.num_prompt_tokens]
+
+    def deadline_s(self) -> float:
+        """Deadline of the next token: TTFT before the first one, TPOT after; inf for BE or no SLO."""
+        if not self.is_rt:
+            return math.inf
+        if self.first_token_s is None:
+            return self.arrival_s + self.ttft_slo_s if self.ttft_slo_s > 0 else math.inf
+        assert self.last_token_s is not None  # NOTE: set together with first_token_s
+        return self.last_token_s + self.tpot_slo_s if self.tpot_slo_s > 0 else math.inf
+
+    def remaining_time_s(self, now: float) -> float:
+        """BROS's urgency: time left to the next token's deadline (negative once missed)."""
+        return self.deadline_s() - now
+
+    def append_token(self, token_id: int, now: float) -> None:
+        if self.first_token_s is None:
+            self.first_token_s = now
+        self.last_token_s = now
+        self._output_token_ids.append(token_id)
+
+    def reset_for_recompute(self) -> None:
+        """After a drop the KV is gone: every known token is computed again (prefix hits aside)."""
+        self.status = RequestStatus.WAITING
+        self.num_computed_tokens = 0
+        self.num_hashed_blocks = 0

@@ -1,0 +1,199 @@
+"""The engine's local scheduler: queues and the phases of one ``schedule()`` (BROS sections 3 and 4.2;
+Preble section 4.3).
+
+Requests wait in the waiting queue until first scheduled, then stay in the running ("pending") queue,
+holding KV, until they finish; every iteration re-selects from both. One schedule is four phases:
+
+1. ``_context``: a read-only view for the policy (queues, limits, cost and memory estimators);
+2. the policy's ``select``: the batch in commit order;
+3. ``_admit_prefix_hits``: newly admitted requests take their cached prefix blocks first, so nothing
+   committed later in the batch evicts them;
+4. ``_commit``: KV memory for each request in order (restoring checkpointed slots, lazily checkpointing
+   the BE slots RT overwrites), dropping requests progressively only when nothing else frees memory.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from forethought.engine.batch import ScheduledRequest, SchedulingContext, Selection, batch_shape
+from forethought.engine.block_manager import BidirectionalBlockManager
+from forethought.engine.executor import BatchShape
+from forethought.engine.policies import SchedulingPolicy
+from forethought.engine.prefix_cache import PrefixCache
+from forethought.engine.request import EngineRequest, RequestStatus
+
+
+@dataclass(frozen=True)
+class SchedulerOutput:
+    """The committed batch: what the executor runs and what the memory side did to get there."""
+
+    scheduled: tuple[ScheduledRequest, ...]
+    shape: BatchShape
+    batch_limit: int
+    dropped: tuple[str, ...]
+    admitted: tuple[str, ...]
+    checkpointed_slots: int
+    restored_slots: int
+    evicted_hashes: tuple[int, ...]
+    prefix_hit_tokens: int
+
+
+@dataclass
+class _CommitLog:
+    scheduled: list[ScheduledRequest] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    admitted: list[str] = field(default_factory=list)
+    checkpointed: int = 0
+    restored: int = 0
+    evicted: list[int] = field(default_factory=list)
+
+
+class Scheduler:
+    """Waiting and running queues over one block manager, one prefix cache and one policy."""
+
+    def __init__(
+        self,
+        manager: BidirectionalBlockManager,
+        prefix_cache: PrefixCache | None,
+        policy: SchedulingPolicy,
+        estimate_time: Callable[[BatchShape], float],
+        token_budget: int,
+        max_batch_size: int,
+    ) -> None:
+        self.manager = manager
+        self.prefix_cache = prefix_cache
+        self.policy = policy
+        self.estimate_time = estimate_time
+        self.token_budget = token_budget
+        self.max_batch_size = max_batch_size
+        self.waiting: list[EngineRequest] = []
+        self.running: list[EngineRequest] = []
+
+    def add(self, request: EngineRequest) -> None:
+        bisect.insort(self.waiting, request, key=lambda r: r.sequence)
+
+    def remove(self, request: EngineRequest) -> None:
+        """Takes a finished or aborted request out of its queue and frees all its slots."""
+        queue = self.running if request in self.running else self.waiting
+        if request in queue:
+            queue.remove(request)
+        self.manager.release(request.request_id)
+
+    def cached_tokens(self, request: EngineRequest) -> int:
+        """Prompt tokens a waiting request would reuse; the last prompt token is always recomputed."""
+        if self.prefix_cache is None:
+            return 0
+        limit = (request.num_prompt_tokens - 1) // request.block_size
+        return len(self.prefix_cache.match(request.prompt_block_hashes[:limit])) * request.block_size
+
+    def schedule(self, now: float, iteration: int) -> SchedulerOutput:
+        selection = self.policy.select(self._context(now, iteration))
+        hit_tokens = self._admit_prefix_hits(selection)
+        log = self._commit(selection, now)
+        shape = batch_shape(
+            log.scheduled,
+            lambda r: r.num_computed_tokens,
+            swap_in_slots=log.restored,
+            swap_out_slots=log.checkpointed,
+        )
+        return SchedulerOutput(
+            scheduled=tuple(log.scheduled),
+            shape=shape,
+            batch_limit=selection.batch_limit,
+            dropped=tuple(log.dropped),
+            admitted=tuple(log.admitted),
+            checkpointed_slots=log.checkpointed,
+            restored_slots=log.restored,
+            evicted_hashes=tuple(log.evicted),
+            prefix_hit_tokens=hit_tokens,
+        )
+
+    # ---- phases --------------------------------------------------------------------------------------
+
+    def _context(self, now: float, iteration: int) -> SchedulingContext:
+        manager = self.manager
+        return SchedulingContext(
+            now=now,
+            iteration=iteration,
+            running=tuple(self.running),
+            waiting=tuple(self.waiting),
+            max_batch_size=self.max_batch_size,
+            token_budget=self.token_budget,
+            estimate_time=self.estimate_time,
+            free_slots=lambda r: manager.free_capacity(r.request_id, r.service_class),
+            checkpointed_slots=lambda r: manager.checkpointed_slots(r.request_id),
+            cached_tokens=self.cached_tokens,
+        )
+
+    def _admit_prefix_hits(self, selection: Selection) -> int:
+        hit_tokens = 0
+        for item in selection.scheduled:
+            request = item.request
+            if request.status != RequestStatus.WAITING or request.num_computed_tokens:
+                continue
+            blocks = self.cached_tokens(request) // request.block_size
+            reused = self.manager.acquire_cached(request.request_id, request.prompt_block_hashes[:blocks])
+            request.num_computed_tokens = reused
+            request.num_hashed_blocks = blocks
+            hit_tokens += reused
+            if request.first_scheduled_s is None:
+                request.num_cached_prompt_tokens = reused
+        return hit_tokens
+
+    def _commit(self, selection: Selection, now: float) -> _CommitLog:
+        log = _CommitLog()
+        for item in selection.scheduled:
+            request = item.request
+            if request.request_id in log.dropped:
+                continue
+            num_tokens = min(item.num_tokens, request.num_tokens_to_compute)
+            if not self._make_room(request, num_tokens, log, now):
+                if request.status == RequestStatus.WAITING:
+                    self.manager.release(request.request_id)  # gives back its prefix-hit blocks
+                    request.reset_for_recompute()
+                continue
+            result = self.manager.allocate(request.request_id, request.service_class, num_tokens)
+            log.checkpointed += sum(result.checkpointed.values())
+            log.restored += result.restored_slots
+            log.evicted.extend(result.evicted)
+            if request.status == RequestStatus.WAITING:
+                self._start_running(request, now, log)
+            log.scheduled.append(ScheduledRequest(request, num_tokens))
+        return log
+
+    def _make_room(self, request: EngineRequest, num_tokens: int, log: _CommitLog, now: float) -> bool:
+        """Progressive dropping (BROS section 5.2) when allocation cannot succeed otherwise."""
+        manager = self.manager
+        if manager.can_allocate(request.request_id, request.service_class, num_tokens):
+            return True
+        committed = {item.request.request_id for item in log.scheduled}
+        candidates = [r for r in self.running if r is not request and r.request_id not in committed]
+        for victim in self.policy.drop_victims(request, candidates, now):
+            self._drop(victim)
+            log.dropped.append(victim.request_id)
+            if manager.can_allocate(request.request_id, request.service_class, num_tokens):
+                return True
+        return False
+
+    def _drop(self, victim: EngineRequest) -> None:
+        self.running.remove(victim)
+        self.manager.release(victim.request_id)
+        victim.reset_for_recompute()
+        self.add(victim)
+
+    def _start_running(self, request: EngineRequest, now: float, log: _CommitLog) -> None:
+        self.waiting.remove(request)
+        request.status = RequestStatus.RUNNING
+        self.running.append(request)
+        log.admitted.append(request.request_id)
+        if request.first_scheduled_s is None:
+            request.first_scheduled_s = now
+
+
+def running_by_class(requests: Sequence[EngineRequest]) -> tuple[int, int]:
+    """(RT, BE) counts of ``requests``."""
+    rt = sum(1 for r in requests if r.is_rt)
+    return rt, len(requests) - rt

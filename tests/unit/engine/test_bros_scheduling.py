@@ -1,0 +1,122 @@
+"""BROS Algorithm 1 against the baselines, Preble's priority groups, adaptive batch size, dropping."""
+
+from __future__ import annotations
+
+import pytest
+
+from forethought.engine.backend import ServiceClass
+from forethought.engine.batch_size import AdaptiveBatchSize
+from forethought.engine.priority_groups import priority_group, proportional_order
+
+RT, BE = ServiceClass.RT, ServiceClass.BE
+
+
+def _first_token_times(steps) -> dict[str, float]:
+    first: dict[str, float] = {}
+    for start, out in steps:
+        for request_id in out.new_tokens:
+            first.setdefault(request_id, start + out.duration_s)
+    return first
+
+
+def test_most_urgent_rt_is_served_first(make_engine, make_request, run_until_idle) -> None:
+    outcomes = {}
+    for policy in ("bros", "fcfs"):
+        engine = make_engine(policy=policy, max_batch_size=1, initial_batch_size=1)
+        engine.add_request(make_request("relaxed", prompt_len=200, service_class=RT, ttft_slo_s=5.0), 0.0)
+        engine.add_request(make_request("urgent", prompt_len=200, service_class=RT, ttft_slo_s=0.05), 0.0)
+        first = _first_token_times(run_until_idle(engine))
+        outcomes[policy] = sorted(first, key=first.__getitem__)
+    assert outcomes == {"bros": ["urgent", "relaxed"], "fcfs": ["relaxed", "urgent"]}
+
+
+def _overload(make_engine, make_request, run_until_idle, policy: str) -> tuple[int, int, int]:
+    """Eight long BE prompts arrive just before four chatty RT requests; returns SLO hits and BE done."""
+    engine = make_engine(policy=policy, num_blocks=1024)
+    for i in range(8):
+        engine.add_request(make_request(f"be{i}", prompt_len=1500, max_tokens=64), 0.0)
+    for i in range(4):
+        engine.add_request(
+            make_request(f"rt{i}", prompt_len=100, max_tokens=16, service_class=RT,
+                         ttft_slo_s=0.4, tpot_slo_s=0.2), 0.01 + 0.01 * i)
+    steps = run_until_idle(engine, now=0.01)
+    outcomes = {rid: o for _, out in steps for rid, o in out.finished.items()}
+    ttft_met = sum(1 for rid, o in outcomes.items() if rid.startswith("rt") and o.usage.ttft_s <= 0.4)
+    token_times: dict[str, list[float]] = {}
+    for start, out in steps:
+        for rid in out.new_tokens:
+            token_times.setdefault(rid, []).append(start + out.duration_s)
+    tpot_met = sum(
+        1 for rid, times in token_times.items()
+        if rid.startswith("rt") and all(b - a <= 0.2 for a, b in zip(times, times[1:]))
+    )
+    be_done = sum(1 for rid in outcomes if rid.startswith("be"))
+    return ttft_met, tpot_met, be_done
+
+
+def test_bros_meets_rt_slos_that_fcfs_misses(make_engine, make_request, run_until_idle) -> None:
+    bros = _overload(make_engine, make_request, run_until_idle, "bros")
+    fcfs = _overload(make_engine, make_request, run_until_idle, "fcfs")
+    assert bros == (4, 4, 8)  # every RT meets TTFT and TPOT; every BE still finishes
+    assert fcfs[0] < 4
+
+
+def test_rt_drops_be_only_when_nothing_else_frees_memory(make_engine, make_request) -> None:
+    engine = make_engine(num_blocks=4, block_size=16, host_tier_blocks=0)
+    engine.add_request(make_request("be", prompt_len=60, max_tokens=4), 0.0)
+    engine.step(0.0)  # BE holds 60 of 64 slots
+    engine.add_request(make_request("rt", prompt_len=40, service_class=RT, ttft_slo_s=0.4, max_tokens=2), 0.1)
+    out = engine.step(0.1)
+    assert out.metrics.preemptions == 1 and out.metrics.rt_requests == 1
+    assert engine.request("be").num_computed_tokens == 0  # dropped, recomputed later
+
+
+def test_rt_overwrites_be_slots_with_lazy_checkpoint_instead_of_dropping(
+    make_engine, make_request, run_until_idle
+) -> None:
+    engine = make_engine(num_blocks=4, block_size=16, host_tier_blocks=4, prefix_cache=False,
+                         initial_batch_size=2, max_batch_size=2)
+    engine.add_request(make_request("be", prompt_len=60, max_tokens=4), 0.0)
+    engine.step(0.0)  # BE holds 60 slots: three full blocks and 12 slots of the fourth
+    engine.add_request(make_request("rt", prompt_len=40, service_class=RT, ttft_slo_s=0.4, max_tokens=2), 0.1)
+    out = engine.step(0.1)
+    # RT takes the 4 empty slots, then overwrites 36 BE slots, copying only those to the host tier.
+    assert (out.metrics.preemptions, out.metrics.checkpointed_slots, out.metrics.rt_requests) == (0, 36, 1)
+    assert engine.block_manager.checkpointed_slots("be") == 36
+    steps = run_until_idle(engine, now=0.2)
+    checkpointed = 36 + sum(o.metrics.checkpointed_slots for _, o in steps)
+    assert sum(o.metrics.restored_slots for _, o in steps) == checkpointed
+    assert {rid for _, o in steps for rid in o.finished} == {"rt", "be"}
+
+
+def test_be_with_slack_rt_in_a_full_batch_takes_its_place(make_engine, make_request) -> None:
+    engine = make_engine(initial_batch_size=1, max_batch_size=1)
+    engine.add_request(make_request("be", prompt_len=60, max_tokens=4), 0.0)
+    engine.add_request(make_request("rt", prompt_len=40, service_class=RT, ttft_slo_s=5.0, max_tokens=2), 0.0)
+    out = engine.step(0.0)
+    assert (out.metrics.rt_requests, out.metrics.be_requests) == (0, 1)
+
+
+@pytest.mark.parametrize(("ratio", "group"), [(0.0, 0), (0.63, 6), (0.999, 9), (1.0, 10)])
+def test_priority_group_of_cached_ratio(ratio: float, group: int) -> None:
+    assert priority_group(ratio, 10) == group
+
+
+def test_proportional_picks_favour_better_cached_groups_without_starving() -> None:
+    ratios = {"a0": 0.0, "b0": 0.05, "c9": 0.95, "d9": 0.9, "e9": 0.92, "f5": 0.5}
+    order = proportional_order(list(ratios), ratios.__getitem__, 10)
+    # group 9 takes up to 10 per round, group 5 up to 6, group 0 one per round: arrival order inside groups
+    assert order == ["c9", "d9", "e9", "f5", "a0", "b0"]
+    assert proportional_order(list(ratios), ratios.__getitem__, 0) == list(ratios)
+
+
+def test_adaptive_batch_size_grows_additively_and_backs_off_to_the_start() -> None:
+    size = AdaptiveBatchSize(initial=2, maximum=4)
+    size.update(backed_off=False, rt_left_waiting=False)
+    size.update(backed_off=False, rt_left_waiting=True)
+    assert size.current == 3
+    size.update(backed_off=False, rt_left_waiting=False)
+    size.update(backed_off=False, rt_left_waiting=False)
+    assert size.current == 4
+    size.update(backed_off=True, rt_left_waiting=False)
+    assert size.current == 2
