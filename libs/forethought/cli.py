@@ -77,15 +77,6 @@ async def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench(args: argparse.Namespace) -> int:
-    from forethought.bench import BENCHMARKS, run_benchmark
-
-    if args.name not in BENCHMARKS:
-        print(f"forethought bench: unknown benchmark {args.name!r}; choose one of {', '.join(sorted(BENCHMARKS))}", file=sys.stderr)
-        return 2
-    return run_benchmark(args.name, args.rest)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="forethought", description="A demand-aware gRPC serving mesh for LLM applications.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -115,24 +106,27 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--scheduler", default=DEFAULT_SCHEDULER)
 
     bench = commands.add_parser("bench", help="run a named benchmark (forethought bench NAME --help)", add_help=False)
-    bench.add_argument("name")
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.command == "serve":
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # serve and bench hand every later argument, --help included, to the service or benchmark.
+    if argv[:1] == ["serve"] and len(argv) > 1 and argv[1] in SERVICE_NAMES:
         from forethought.rpc.server import main as serve_main
 
-        return serve_main(args.service, args.rest)
+        return serve_main(argv[1], argv[2:])
+    if argv[:1] == ["bench"]:
+        from forethought.bench import main as bench_main
+
+        return bench_main(argv[1:])
+    args = build_parser().parse_args(argv)
     if args.command == "up":
         return _up(args)
     if args.command == "generate":
         return asyncio.run(_generate(args))
-    if args.command == "status":
-        return asyncio.run(_status(args))
-    return _bench(args)
+    return asyncio.run(_status(args))
 
 
 if __name__ == "__main__":

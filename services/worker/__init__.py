@@ -18,6 +18,7 @@ import redis.asyncio as aioredis
 
 from forethought.cluster.registry import WorkerRecord, WorkerRegistry
 from forethought.config import ConfigError, ServiceSettings, option
+from forethought.costmodel import profile_names
 from forethought.engine.backend import EngineBackend
 from forethought.services.worker.servicer import WorkerServicer
 from forethought.v1 import worker_pb2_grpc
@@ -37,7 +38,7 @@ class Settings(ServiceSettings):
     capacity: int = option(64, "requests the worker may hold in flight")
     heartbeat_s: float = option(1.0, "seconds between registry heartbeats")
     heartbeat_ttl_s: float = option(5.0, "seconds after the last heartbeat at which the worker counts as dead")
-    sim_profile: str = option("smollm2-135m-cpu", "cost-model profile of the sim engine")
+    sim_profile: str = option("smollm2-135m-cpu2", "cost-model profile of the sim engine (docs/costmodel.md)")
     sim_speedup: float = option(1.0, "sim engine: modelled time is divided by this")
     sim_kv_blocks: int = option(2048, "sim engine: KV blocks of 16 tokens")
     vllm_kv_cache_gib: float = option(1.0, "vLLM on CPU: KV cache space in GiB")
@@ -51,6 +52,8 @@ class Settings(ServiceSettings):
             raise ConfigError("capacity", "must be >= 1", self.capacity)
         if not 0 < self.heartbeat_s < self.heartbeat_ttl_s:
             raise ConfigError("heartbeat_s", "must be > 0 and below heartbeat_ttl_s", self.heartbeat_s)
+        if self.sim_profile not in profile_names():
+            raise ConfigError("sim_profile", f"must be one of {profile_names()}", self.sim_profile)
         if self.sim_speedup <= 0:
             raise ConfigError("sim_speedup", "must be > 0", self.sim_speedup)
 
