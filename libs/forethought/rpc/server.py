@@ -99,6 +99,8 @@ async def running_service(name: str, settings: ServiceSettings) -> AsyncIterator
         (service.grpc_service_name, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
         server,
     )
+    # The servicer starts with the whole server SERVING; nothing is, until the shell has started.
+    await health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
     port = server.add_insecure_port(f"{settings.host}:{settings.port}")
     if port == 0:
         raise OSError(f"cannot listen on {settings.host}:{settings.port}")
