@@ -1,7 +1,9 @@
-"""Scheduler: the front door. Places every request on a worker and relays its token stream.
+"""Scheduler: the front door and the global queue (Preble section 4.1-4.2, SSJF, Hermes, BROS classes).
 
-Workers come from the Redis registry; the prompt's block hashes are matched against the Redis prefix
-index so placement knows which worker caches what; the router is chosen by name.
+Workers come from the Redis registry (heartbeats with capacity and load); prompts are matched against
+the shared Redis prefix index, so every replica sees what every worker caches; requests wait in a
+per-model global queue ordered by ``--policy`` and are placed by ``--router`` (E2 by default) when a
+worker has room. The decisions are ``forethought.scheduling``; this package does the I/O.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import grpc
@@ -17,9 +19,15 @@ import redis.asyncio as aioredis
 
 from forethought.cluster.registry import WorkerRegistry
 from forethought.config import ConfigError, ServiceSettings, option
+from forethought.prefix.redis_index import RedisPrefixIndex
+from forethought.queueing import POLICY_NAMES, GlobalQueue, build_policy
+from forethought.routing import ROUTER_NAMES, build_router
 from forethought.rpc.channels import open_channel
-from forethought.routing import build_router
+from forethought.scheduling import Dispatcher, WorkerSlots
+from forethought.services.scheduler.forecasts import ForecastClient
+from forethought.services.scheduler.placement import PlacementLoop
 from forethought.services.scheduler.pool import WorkerPool
+from forethought.services.scheduler.requests import PromptTokens
 from forethought.services.scheduler.servicer import SchedulerServicer
 from forethought.v1 import scheduler_pb2_grpc, tokenizer_pb2_grpc
 
@@ -30,74 +38,120 @@ log = logging.getLogger(__name__)
 class Settings(ServiceSettings):
     port: int = option(50051, "gRPC port; 0 picks a free one")
     tokenizer_address: str = option("", "tokenizer service host:port; empty = token-id prompts only")
-    router: str = option("round_robin", "placement policy by name (see docs/routing.md)")
+    tokenizer_timeout_s: float = option(10.0, "seconds a tokenizer call may take")
+    predictor_address: str = option("", "predictor service host:port; empty = no forecasts (FCFS order, degraded)")
+    predictor_timeout_s: float = option(0.25, "seconds a forecast may take before the request goes on without one")
+    router: str = option("e2", f"placement policy: one of {', '.join(ROUTER_NAMES)} (docs/routing.md)")
+    policy: str = option("ssjf", f"queue order: one of {', '.join(POLICY_NAMES)} (docs/queueing.md)")
+    aging_rate: float = option(1.0, "queue aging per second waited (tokens/s for ssjf and gittins, s/s for lstf and rtbe)")
+    max_queue: int = option(10_000, "requests that may wait per model; more are refused with RESOURCE_EXHAUSTED")
+    max_waiting_per_worker: int = option(4, "requests sent to a worker ahead of its first token; the rest wait here")
+    max_attempts: int = option(3, "dispatches per request: the first plus retries after losing a worker before its first token")
     block_size: int = option(16, "tokens per block of the prefix index")
     registry_poll_s: float = option(0.5, "seconds between reads of the worker registry")
     heartbeat_ttl_s: float = option(5.0, "a worker whose heartbeat is older than this is dead")
+    sweep_interval_s: float = option(10.0, "seconds between sweeps of dead workers out of the prefix index")
 
     def validate(self) -> None:
         super().validate()
-        if self.block_size < 1:
-            raise ConfigError("block_size", "must be >= 1", self.block_size)
-        if self.registry_poll_s <= 0:
-            raise ConfigError("registry_poll_s", "must be > 0", self.registry_poll_s)
+        positive = ("tokenizer_timeout_s", "predictor_timeout_s", "registry_poll_s", "heartbeat_ttl_s", "sweep_interval_s")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ConfigError(name, "must be > 0", getattr(self, name))
+        for name in ("max_queue", "max_waiting_per_worker", "max_attempts", "block_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(name, "must be >= 1", getattr(self, name))
+        if self.router not in ROUTER_NAMES:
+            raise ConfigError("router", f"must be one of {ROUTER_NAMES}", self.router)
+        if self.policy not in POLICY_NAMES:
+            raise ConfigError("policy", f"must be one of {POLICY_NAMES}", self.policy)
+        if self.aging_rate < 0:
+            raise ConfigError("aging_rate", "must be >= 0", self.aging_rate)
+
+
+def dispatcher_factory(settings: Settings) -> Callable[[], Dispatcher]:
+    """Builds one model's dispatcher from the settings (router and queue policy by name)."""
+
+    def build() -> Dispatcher:
+        queue = GlobalQueue(build_policy(settings.policy, aging_rate=settings.aging_rate), settings.max_queue)
+        return Dispatcher(build_router(settings.router), queue, WorkerSlots(settings.max_waiting_per_worker),
+                          max_attempts=settings.max_attempts,
+                          quarantine_s=settings.heartbeat_ttl_s + settings.registry_poll_s)
+
+    return build
 
 
 class SchedulerShell:
     grpc_service_name = "forethought.v1.SchedulerService"
 
     def __init__(self, settings: Settings) -> None:
-        from forethought.prefix.redis_index import RedisPrefixIndex
-
         self._settings = settings
         self._redis = aioredis.from_url(settings.redis_url)
         self._registry = WorkerRegistry(self._redis, settings.namespace, ttl_s=settings.heartbeat_ttl_s)
         self._index = RedisPrefixIndex(self._redis, settings.namespace)
-        self._router = build_router(settings.router)
         self._pool = WorkerPool()
         self._tokenizer_channel = open_channel(settings.tokenizer_address) if settings.tokenizer_address else None
-        self._watch: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self.placement: PlacementLoop | None = None
+        self._forecasts: ForecastClient | None = None
 
     def register(self, server: grpc.aio.Server) -> None:
         tokenizer = tokenizer_pb2_grpc.TokenizerServiceStub(self._tokenizer_channel) if self._tokenizer_channel else None
+        self.placement = PlacementLoop(dispatcher_factory(self._settings), self._index.match)
+        self._forecasts = ForecastClient(self._settings.predictor_address, self._settings.predictor_timeout_s)
         servicer = SchedulerServicer(
-            self._pool, self._registry, self._router, self._index.match, tokenizer,
+            self._pool, self._registry, self.placement, self._forecasts,
+            PromptTokens(tokenizer, self._settings.tokenizer_timeout_s),
             self._settings.block_size, self._settings.heartbeat_ttl_s,
         )
         scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(servicer, server)
 
     async def start(self, address: str) -> None:
+        assert self.placement is not None  # NOTE: register() runs before start()
         await self._refresh_workers()
-        self._watch = asyncio.create_task(self._watch_registry())
+        self._tasks = [
+            asyncio.create_task(self.placement.run()),
+            asyncio.create_task(self._every(self._settings.registry_poll_s, self._refresh_workers, "reading the worker registry")),
+            asyncio.create_task(self._every(self._settings.sweep_interval_s, self._sweep, "sweeping the prefix index")),
+        ]
+        log.info("scheduler: router %s, policy %s, %d waiting per worker, queue %d",
+                 self._settings.router, self._settings.policy, self._settings.max_waiting_per_worker, self._settings.max_queue)
 
     async def drain(self) -> None:
         return None
 
     async def stop(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
+                await task
         await self._pool.close()
+        if self._forecasts is not None:
+            await self._forecasts.close()
         if self._tokenizer_channel is not None:
             await self._tokenizer_channel.close()
         await self._redis.aclose()
 
     async def _refresh_workers(self) -> None:
-        added, removed = self._pool.refresh(await self._registry.workers())
-        now = time.monotonic()
-        for worker_id in removed:
-            self._router.remove_worker(worker_id, now)
-        for worker_id in added:
-            self._router.add_worker(worker_id, now)
+        assert self.placement is not None
+        records = await self._registry.workers()
+        self._pool.refresh(records)
+        self.placement.sync(records)
 
-    async def _watch_registry(self) -> None:
+    async def _sweep(self) -> None:
+        dead = await self._index.sweep_dead_workers()
+        if dead:
+            log.info("swept dead workers out of the prefix index: %s", ", ".join(dead))
+
+    @staticmethod
+    async def _every(interval_s: float, job: Callable[[], Awaitable[None]], what: str) -> None:
         while True:
-            await asyncio.sleep(self._settings.registry_poll_s)
+            await asyncio.sleep(interval_s)
             try:
-                await self._refresh_workers()
-            except Exception:  # noqa: BLE001 - keep serving with the last known workers
-                log.warning("reading the worker registry failed; keeping the last known workers", exc_info=True)
+                await job()
+            except Exception:  # noqa: BLE001 - keep serving with the last known state
+                log.warning("%s failed; keeping the last known state", what, exc_info=True)
 
 
 def build(settings: Settings) -> SchedulerShell:

@@ -29,9 +29,9 @@ class WorkerPool:
         removed = [worker_id for worker_id in self.records if worker_id not in serving]
         for worker_id in removed:
             self.records.pop(worker_id)
-            self._stubs.pop(worker_id)
             channel = self._channels.pop(worker_id)
-            # Streams still open on the channel must end on their own, so it is closed at shutdown.
+            # Streams still open on the channel must end on their own, and a request placed just before
+            # the worker left must still fail over through it: the stub stays, the channel closes at shutdown.
             log.info("worker %s left the pool", worker_id)
             self._closing.append(channel)
         for worker_id in added:

@@ -1,97 +1,141 @@
-"""SchedulerService: the front door. Validates, tokenizes, places on a worker, relays the stream."""
+"""SchedulerService: the front door. Validate, tokenize, forecast, queue, place, relay, fail over.
+
+The decisions live in ``forethought.scheduling`` (driven by ``PlacementLoop``); this module only
+translates protobuf and streams. Application fields (``application_id``, ``step``) are carried on the
+queued request and logged; ``SubmitApplication`` / ``WatchApplication`` answer UNIMPLEMENTED until the
+demand service exists (the generated base servicer does that).
+"""
 
 from __future__ import annotations
 
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 
 import grpc
 
 from forethought.cluster.registry import WorkerRegistry
-from forethought.engine.backend import ServiceClass
 from forethought.prefix.hashing import chained_block_hashes
+from forethought.queueing import QueuedRequest
 from forethought.rpc import convert
 from forethought.rpc.errors import AlreadyExists, NotFound, Unavailable, require
-from forethought.routing.router import Router, RoutingRequest
+from forethought.scheduling import WORKER_LOSS_CODES, RequestStatus, ScheduledRequest
+from forethought.services.scheduler.forecasts import Forecast, ForecastClient
+from forethought.services.scheduler.placement import PlacementLoop, RequestWithdrawn
 from forethought.services.scheduler.pool import WorkerPool
-from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc, tokenizer_pb2, tokenizer_pb2_grpc, worker_pb2
+from forethought.services.scheduler.requests import (
+    PromptTokens,
+    health_of,
+    prompt_text,
+    validate,
+    worker_request,
+)
+from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2
 
 log = logging.getLogger(__name__)
 
-MAX_PROMPT_TOKENS = 1 << 20
-MAX_TOKENS_LIMIT = 1 << 16
-
 
 class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
-    def __init__(
-        self,
-        pool: WorkerPool,
-        registry: WorkerRegistry,
-        router: Router,
-        match_prefix: Callable[[list[int]], Awaitable[dict[str, int]]],
-        tokenizer: tokenizer_pb2_grpc.TokenizerServiceStub | None,
-        block_size: int,
-        heartbeat_ttl_s: float,
-    ) -> None:
+    def __init__(self, pool: WorkerPool, registry: WorkerRegistry, placement: PlacementLoop,
+                 forecasts: ForecastClient, prompt_tokens: PromptTokens, block_size: int,
+                 heartbeat_ttl_s: float, clock: Callable[[], float] = time.time) -> None:
         self._pool = pool
         self._registry = registry
-        self._router = router
-        self._match_prefix = match_prefix
-        self._tokenizer = tokenizer
+        self._placement = placement
+        self._forecasts = forecasts
+        self._prompt_tokens = prompt_tokens
         self._block_size = block_size
         self._heartbeat_ttl_s = heartbeat_ttl_s
-        self._placed: dict[str, str] = {}  # live request id -> worker id
+        self._clock = clock
 
     async def Generate(
         self, request: scheduler_pb2.GenerateRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[scheduler_pb2.GenerateResponse]:
+        validate(request)
         request_id = request.request_id or uuid.uuid4().hex
-        if request_id in self._placed:
+        if self._placement.find(request_id) is not None:
             raise AlreadyExists(f"request_id: {request_id!r} is already running")
-        _validate(request)
-        arrived = time.monotonic()
-        token_ids = await self._prompt_tokens(request, context)
-        worker_id = await self._place(request_id, request, token_ids)
-        queued_s = time.monotonic() - arrived
-        self._placed[request_id] = worker_id
+        self._require_workers(request.model)
+        arrived = self._clock()
+        token_ids = await self._prompt_tokens.of(request)
+        text = prompt_text(request)
+        scheduled = self._scheduled(request_id, request, token_ids, await self._forecasts.forecast(text, request.model), arrived)
+        waiter = self._placement.submit(scheduled)
+        if request.application_id:
+            log.info("request %s is step %r of application %s", request_id, request.step, request.application_id)
         try:
-            call = self._pool.stub(worker_id).Generate(
-                _worker_request(request_id, request, token_ids), timeout=context.time_remaining()
-            )
-            first = True
-            detokenize = self._detokenizer(request) if request.return_text else None
-            try:
-                async for chunk in call:
-                    reply = scheduler_pb2.GenerateResponse(
-                        request_id=request_id, token_ids=chunk.token_ids, finish_reason=chunk.finish_reason,
-                    )
-                    if detokenize is not None:
-                        reply.text = chunk.text or await detokenize(list(chunk.token_ids))
-                    if first:
-                        reply.worker_id = worker_id
-                        first = False
-                    if chunk.HasField("usage"):
-                        reply.usage.CopyFrom(chunk.usage)
-                        reply.usage.queue_s += queued_s
-                    yield reply
-            except grpc.aio.AioRpcError as error:
-                raise Unavailable(f"worker {worker_id} failed the request: {error.details()}; retry") from error
-            finally:
-                call.cancel()  # the client left or the stream ended: make sure the worker lets go
-                if detokenize is not None:
-                    await detokenize.aclose()
+            while True:
+                try:
+                    worker_id = await waiter
+                except RequestWithdrawn:
+                    yield scheduler_pb2.GenerateResponse(request_id=request_id, finish_reason=common_pb2.FINISH_REASON_ABORT)
+                    return
+                call = self._pool.stub(worker_id).Generate(worker_request(scheduled, request, token_ids), timeout=context.time_remaining())
+                try:
+                    async for reply in self._relay(scheduled, call, request, text):
+                        yield reply
+                    return
+                except grpc.aio.AioRpcError as error:
+                    if error.code().name not in WORKER_LOSS_CODES:
+                        self._placement.finish(scheduled, None)
+                        raise Unavailable(f"worker {worker_id} failed the request: {error.code().name}: {error.details()}") from error
+                    decision, retry = self._placement.worker_lost(scheduled)
+                    if retry is None:
+                        raise Unavailable(f"request {request_id}: {decision.reason}; retry the request") from error
+                    waiter = retry
+                finally:
+                    call.cancel()  # the client left or the stream ended: make sure the worker lets go
         finally:
-            self._placed.pop(request_id, None)
-            self._router.on_finished(request_id, time.monotonic())
+            self._release(scheduled)
+
+    async def _relay(self, scheduled: ScheduledRequest, call: grpc.aio.UnaryStreamCall,
+                     request: scheduler_pb2.GenerateRequest, text: str) -> AsyncIterator[scheduler_pb2.GenerateResponse]:
+        detokenize = self._prompt_tokens.detokenizer(request.model) if request.return_text else None
+        output_tokens = None
+        try:
+            async for chunk in call:
+                reply = scheduler_pb2.GenerateResponse(
+                    request_id=scheduled.request_id, token_ids=chunk.token_ids, finish_reason=chunk.finish_reason)
+                if detokenize is not None:
+                    reply.text = chunk.text or await detokenize(list(chunk.token_ids))
+                if scheduled.status is RequestStatus.DISPATCHED:
+                    reply.worker_id = scheduled.worker_id
+                    self._placement.first_token(scheduled)
+                if chunk.HasField("usage"):
+                    reply.usage.CopyFrom(chunk.usage)
+                    reply.usage.queue_s += max(0.0, scheduled.dispatched_s - scheduled.queued.arrival_s)
+                    output_tokens = chunk.usage.output_tokens
+                yield reply
+        finally:
+            if detokenize is not None:
+                await detokenize.aclose()
+        self._placement.finish(scheduled, output_tokens)
+        if output_tokens is not None:
+            self._forecasts.observe(text, output_tokens)
+
+    def _release(self, scheduled: ScheduledRequest) -> None:
+        """The handler ends (done, failed or the client left): nothing of the request may linger."""
+        if scheduled.status.is_finished:
+            return
+        if scheduled.status.on_worker:
+            self._placement.finish(scheduled, None)
+        else:
+            self._placement.withdraw(scheduled)
 
     async def Cancel(self, request: scheduler_pb2.CancelRequest, context: grpc.aio.ServicerContext) -> scheduler_pb2.CancelResponse:
         require(bool(request.request_id), "request_id", "must be non-empty")
-        worker_id = self._placed.get(request.request_id)
-        if worker_id is None:
+        scheduled = self._placement.find(request.request_id)
+        if scheduled is None:
             return scheduler_pb2.CancelResponse(cancelled=False)
-        reply = await self._pool.stub(worker_id).Abort(worker_pb2.AbortRequest(request_id=request.request_id), timeout=5)
+        running = self._placement.withdraw(scheduled)
+        if running is None:
+            return scheduler_pb2.CancelResponse(cancelled=True)
+        try:
+            reply = await self._pool.stub(running.worker_id).Abort(
+                worker_pb2.AbortRequest(request_id=request.request_id), timeout=5)
+        except (KeyError, grpc.aio.AioRpcError) as error:
+            raise Unavailable(f"could not reach worker {running.worker_id} to abort: {error}; retry") from error
         return scheduler_pb2.CancelResponse(cancelled=reply.aborted)
 
     async def ListWorkers(
@@ -101,7 +145,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         workers = [
             scheduler_pb2.WorkerInfo(
                 worker_id=record.worker_id, address=record.address, model=record.model, engine=record.engine,
-                capacity=record.capacity, health=_health(record.state, now - record.heartbeat_s, self._heartbeat_ttl_s),
+                capacity=record.capacity, health=health_of(record.state, now - record.heartbeat_s, self._heartbeat_ttl_s),
                 load=convert.load_to_proto(record.load), heartbeat_age_s=max(0.0, now - record.heartbeat_s),
             )
             for record in await self._registry.workers()
@@ -109,97 +153,21 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         ]
         return scheduler_pb2.ListWorkersResponse(workers=workers)
 
-    def _detokenizer(self, request: scheduler_pb2.GenerateRequest) -> "StreamDetokenizer | None":
-        return StreamDetokenizer(self._tokenizer, request.model) if self._tokenizer is not None else None
+    def _require_workers(self, model: str) -> None:
+        if self._pool.serving(model):
+            return
+        if any(record.model == model for record in self._pool.records.values()):
+            raise Unavailable(f"every worker serving {model!r} is draining; retry in 1 s")
+        raise NotFound(f"model: no worker serves {model!r}")
 
-    async def _prompt_tokens(self, request: scheduler_pb2.GenerateRequest, context: grpc.aio.ServicerContext) -> list[int]:
-        which = request.WhichOneof("prompt")
-        if which == "token_ids":
-            return list(request.token_ids.ids)
-        if self._tokenizer is None:
-            raise Unavailable("text and chat prompts need the tokenizer service, which is not configured; send token_ids")
-        try:
-            if which == "chat":
-                reply = await self._tokenizer.ApplyChatTemplate(
-                    tokenizer_pb2.ApplyChatTemplateRequest(
-                        model=request.model, messages=request.chat.messages, add_generation_prompt=True),
-                    timeout=10,
-                )
-                return list(reply.token_ids)
-            tokenized = await self._tokenizer.Tokenize(
-                tokenizer_pb2.TokenizeRequest(model=request.model, texts=[request.text]), timeout=10
-            )
-        except grpc.aio.AioRpcError as error:
-            if error.code() == grpc.StatusCode.NOT_FOUND:
-                raise NotFound(f"model: {error.details()}") from error
-            raise Unavailable(f"tokenizer failed: {error.details()}; retry") from error
-        return list(tokenized.token_ids[0].ids)
-
-    async def _place(self, request_id: str, request: scheduler_pb2.GenerateRequest, token_ids: list[int]) -> str:
-        candidates = self._pool.serving(request.model)
-        if not candidates:
-            if any(record.model == request.model for record in self._pool.records.values()):
-                raise Unavailable(f"every worker serving {request.model!r} is draining; retry in 1 s")
-            raise NotFound(f"model: no worker serves {request.model!r}")
-        hashes = tuple(chained_block_hashes(token_ids, self._block_size))
-        cached = await self._match_prefix(list(hashes)) if hashes else {}
-        routing = RoutingRequest(
-            request_id=request_id, prompt_tokens=len(token_ids), block_hashes=hashes, block_size=self._block_size,
-            predicted_output_tokens=float(request.max_tokens),
-            service_class=convert.service_class_from_proto(request.service_class),
-            cached_blocks={worker: blocks for worker, blocks in cached.items() if worker in candidates},
+    def _scheduled(self, request_id: str, request: scheduler_pb2.GenerateRequest, token_ids: list[int],
+                   forecast: Forecast, arrived: float) -> ScheduledRequest:
+        queued = QueuedRequest(
+            request_id=request_id, arrival_s=arrived, prompt_tokens=len(token_ids),
+            predicted_output_tokens=forecast.mean_tokens, predicted_quantiles=forecast.quantiles,
+            service_class=convert.service_class_from_proto(request.service_class), ttft_slo_s=request.slo.ttft_s,
+            deadline_s=request.deadline.ToSeconds() + request.deadline.nanos / 1e9 if request.HasField("deadline") else 0.0,
+            application_id=request.application_id,
         )
-        return self._router.choose(routing, time.monotonic())
-
-
-def _validate(request: scheduler_pb2.GenerateRequest) -> None:
-    require(bool(request.model), "model", "must be non-empty")
-    which = request.WhichOneof("prompt")
-    require(which is not None, "prompt", "one of text, token_ids or chat is required")
-    if which == "text":
-        require(bool(request.text), "text", "must be non-empty")
-    elif which == "token_ids":
-        require(0 < len(request.token_ids.ids) <= MAX_PROMPT_TOKENS, "token_ids.ids", f"must hold 1..{MAX_PROMPT_TOKENS} ids")
-        require(all(token >= 0 for token in request.token_ids.ids), "token_ids.ids", "must be >= 0")
-    else:
-        require(len(request.chat.messages) > 0, "chat.messages", "must be non-empty")
-    require(1 <= request.max_tokens <= MAX_TOKENS_LIMIT, "max_tokens", f"must be in 1..{MAX_TOKENS_LIMIT}")
-    convert.sampling_from_proto(request.sampling)
-    if request.service_class == common_pb2.SERVICE_CLASS_REAL_TIME:
-        require(request.slo.ttft_s > 0 or request.slo.tpot_s > 0, "slo", "a real-time request needs ttft_s or tpot_s > 0")
-    require(request.slo.ttft_s >= 0 and request.slo.tpot_s >= 0, "slo", "objectives must be >= 0")
-
-
-def _worker_request(request_id: str, request: scheduler_pb2.GenerateRequest, token_ids: list[int]) -> worker_pb2.WorkerServiceGenerateRequest:
-    real_time = convert.service_class_from_proto(request.service_class) == ServiceClass.RT
-    return worker_pb2.WorkerServiceGenerateRequest(
-        request_id=request_id, prompt_token_ids=token_ids, max_tokens=request.max_tokens, sampling=request.sampling,
-        service_class=request.service_class, slo=request.slo, priority=0 if real_time else 1,
-    )
-
-
-def _health(state: str, age_s: float, ttl_s: float) -> int:
-    if state == "draining":
-        return scheduler_pb2.WORKER_HEALTH_DRAINING
-    if age_s > ttl_s / 2:
-        return scheduler_pb2.WORKER_HEALTH_UNHEALTHY
-    return scheduler_pb2.WORKER_HEALTH_SERVING
-
-
-class StreamDetokenizer:
-    """Turns a token stream into text through one DetokenizeStream call (no split UTF-8 characters)."""
-
-    def __init__(self, tokenizer: tokenizer_pb2_grpc.TokenizerServiceStub, model: str) -> None:
-        self._call = tokenizer.DetokenizeStream()
-        self._model = model
-
-    async def __call__(self, token_ids: list[int]) -> str:
-        if not token_ids:
-            return ""
-        await self._call.write(tokenizer_pb2.DetokenizeStreamRequest(model=self._model, token_ids=token_ids))
-        self._model = ""  # the model goes in the first message only
-        reply = await self._call.read()
-        return reply.text if reply is not grpc.aio.EOF else ""
-
-    async def aclose(self) -> None:
-        self._call.cancel()
+        hashes = tuple(chained_block_hashes(token_ids, self._block_size))
+        return ScheduledRequest(queued, request.model, hashes, self._block_size)

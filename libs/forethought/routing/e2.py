@@ -4,7 +4,8 @@ Per request:
 1. Exploit when the longest cached prefix is longer than the missed part: among the workers holding
    that longest prefix (plus replicas of a hot prefix), the lowest load cost wins.
 2. Post-assignment rebalancing: if that worker is the heaviest and its load exceeds ``Th_bal`` times
-   the lightest worker's, the request goes to the lightest worker instead.
+   the lightest worker's (and by more than ``rebalance_min_gap_s``), the request goes to the lightest
+   worker instead.
 3. Otherwise explore. Prefill/decode balancing first: a worker whose outstanding requests are mostly
    decode-only units (prompt fully cached) takes the new prefill-heavy request; else the lowest load
    cost ``L + M + P`` over all workers wins.
@@ -17,7 +18,9 @@ worker doubles between the two halves of H, the lightest other worker becomes a 
 
 Parameters: the paper leaves H and Th_bal configurable without values; the defaults follow the
 authors' released scheduler (a 3-minute window, Th_bal = 1.5, 45 decode tokens assumed when nothing
-better is known).
+better is known). ``rebalance_min_gap_s`` is ours: on an idle cluster the lightest load is 0, so any
+exploit would count as imbalanced and a shared prefix would be copied to every worker; a ratio test
+needs an absolute floor to mean "imbalanced" (the SGLang router's balance test has the same floor).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from forethought.routing.router import RoutingRequest
 PREBLE_HISTORY_WINDOW_S = 180.0
 PREBLE_REBALANCE_THRESHOLD = 1.5
 PREBLE_DEFAULT_DECODE_TOKENS = 45
+REBALANCE_MIN_GAP_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,7 @@ class E2Router(LedgerRouter):
         decode_ratio_threshold: float = 0.7,
         default_decode_tokens: int = PREBLE_DEFAULT_DECODE_TOKENS,
         capacity_blocks: int | None = None,
+        rebalance_min_gap_s: float = REBALANCE_MIN_GAP_S,
     ) -> None:
         super().__init__()
         self.phase_times: PhaseTimeModel = phase_times or PrebleLinearPhaseTimes()
@@ -73,6 +78,7 @@ class E2Router(LedgerRouter):
         self.decode_ratio_threshold = decode_ratio_threshold
         self.default_decode_tokens = default_decode_tokens
         self.capacity_blocks = capacity_blocks
+        self.rebalance_min_gap_s = rebalance_min_gap_s
         self.last_decision: E2Decision | None = None
         self._history: dict[str, deque[tuple[float, float]]] = {}  # (assigned_s, PT + DT)
         self._window_load: dict[str, float] = {}
@@ -137,11 +143,13 @@ class E2Router(LedgerRouter):
         return E2Decision(min(self.workers, key=costs.__getitem__), "explore", costs)
 
     def _rebalance_target(self, chosen: str) -> str | None:
-        """The lightest worker when ``chosen`` is the heaviest and exceeds Th_bal times the lightest."""
+        """The lightest worker when ``chosen`` is the heaviest and exceeds Th_bal times the lightest
+        (and the lightest by ``rebalance_min_gap_s``)."""
         heaviest = max(self.workers, key=self._window_load.__getitem__)
         lightest = min(self.workers, key=self._window_load.__getitem__)
         heavy, light = self._window_load[heaviest], self._window_load[lightest]
-        if chosen == heaviest and heaviest != lightest and heavy > self.rebalance_threshold * light:
+        imbalanced = heavy > self.rebalance_threshold * light and heavy - light > self.rebalance_min_gap_s
+        if chosen == heaviest and heaviest != lightest and imbalanced:
             return lightest
         return None
 

@@ -44,8 +44,15 @@ def test_prefix_sharing_requests_exploit_the_caching_worker() -> None:
     assert router.last_decision is not None and router.last_decision.phase == "exploit"
     assert router.last_decision.costs == {"w0": pytest.approx(0.016)}
     chosen = router.choose(make_request("r2", 4, prefix=7, cached={"w0": 3, "w2": 1}), now=1.0)
-    assert chosen == "w1"  # w0 now carries 0.016 s > 1.5 x 0 of the idle workers: rebalanced
-    assert router.last_decision.phase == "rebalance"
+    assert chosen == "w0"  # 0.016 s > 1.5 x 0 of the idle workers, but below the 2 s minimum gap
+    assert router.last_decision.phase == "exploit"
+
+
+def test_without_a_minimum_gap_any_load_against_an_idle_worker_counts_as_imbalance() -> None:
+    router = make_e2(3, rebalance_min_gap_s=0.0)
+    router.choose(make_request("r1", 4, prefix=7, cached={"w0": 3}), now=1.0)
+    chosen = router.choose(make_request("r2", 4, prefix=7, cached={"w0": 3}), now=1.0)
+    assert (chosen, router.last_decision.phase) == ("w1", "rebalance")  # type: ignore[union-attr]
 
 
 def test_exploit_breaks_ties_between_holders_by_load_cost() -> None:
@@ -74,7 +81,7 @@ def test_explore_picks_the_least_load_cost_when_the_missed_part_dominates() -> N
 def test_rebalancing_redirects_exploits_of_the_heaviest_worker_past_th_bal(
     threshold: float, expected: str, phase: str
 ) -> None:
-    router = make_e2(2, rebalance_threshold=threshold)
+    router = make_e2(2, rebalance_threshold=threshold, rebalance_min_gap_s=0.1)
     router.choose(make_request("a", 18), now=0.0)  # w0: 0.288 s
     router.choose(make_request("b", 6), now=0.0)  # w1: 0.096 s; 0.288 = 3.0 x 0.096
     chosen = router.choose(make_request("c", 4, prefix=2, cached={"w0": 3}), now=1.0)

@@ -1,0 +1,97 @@
+"""Output-length forecasts from the predictor service (SSJF section 3), optional by design.
+
+A forecast orders the queue (SSJF, Gittins, LSTF) and informs E2's decode estimate. Without one the
+request still runs: no address configured, a timeout or an error leaves it without a forecast, the
+DEGRADED gauge says so and one log line marks each change of state. While degraded, only one call per
+``probe_interval_s`` tries the predictor, so a hung predictor does not add its timeout to every request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+
+import grpc
+
+from forethought.rpc.channels import open_channel
+from forethought.scheduling import DependencyHealth, Health
+from forethought.telemetry.metrics import DEGRADED
+from forethought.v1 import predictor_pb2, predictor_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Forecast:
+    mean_tokens: float = 0.0
+    quantiles: tuple[float, ...] = ()
+
+
+NO_FORECAST = Forecast()
+
+
+class ForecastClient:
+    """Calls ``PredictorService.Predict`` with a timeout; degrades to no forecast on any failure."""
+
+    def __init__(self, address: str, timeout_s: float, probe_interval_s: float = 1.0) -> None:
+        self._channel = open_channel(address) if address else None
+        self._stub = predictor_pb2_grpc.PredictorServiceStub(self._channel) if self._channel else None
+        self._timeout_s = timeout_s
+        self._probe_interval_s = probe_interval_s
+        self._next_probe_s = 0.0
+        self._background: set[asyncio.Task[None]] = set()
+        self.health = DependencyHealth("predictor", configured=self._stub is not None)
+        DEGRADED.labels("scheduler", "predictor").set(1 if self.health.degraded else 0)
+        if self._stub is None:
+            log.warning("no predictor configured (--predictor-address): degraded, requests are ordered FCFS")
+
+    async def forecast(self, prompt: str, model: str) -> Forecast:
+        """The forecast for ``prompt``; ``NO_FORECAST`` when there is no text or no working predictor."""
+        if self._stub is None or not prompt:
+            return NO_FORECAST
+        if self.health.degraded:
+            if time.monotonic() < self._next_probe_s:
+                return NO_FORECAST
+            self._next_probe_s = time.monotonic() + self._probe_interval_s
+        try:
+            reply = await self._stub.Predict(
+                predictor_pb2.PredictRequest(prompts=[prompt], model=model), timeout=self._timeout_s)
+        except grpc.aio.AioRpcError as error:
+            self._record(False, f"{error.code().name}: {error.details()}")
+            return NO_FORECAST
+        self._record(True)
+        forecast = reply.forecasts[0]
+        return Forecast(forecast.mean, tuple(q.tokens for q in forecast.quantiles))
+
+    def observe(self, prompt: str, output_tokens: int) -> None:
+        """Reports a finished request's real length in the background (the predictor learns from it)."""
+        if self._stub is None or not prompt or self.health.degraded:
+            return
+        task = asyncio.create_task(self._observe(prompt, output_tokens))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _observe(self, prompt: str, output_tokens: int) -> None:
+        try:
+            await self._stub.Observe(  # type: ignore[union-attr]
+                predictor_pb2.ObserveRequest(prompt=prompt, output_tokens=output_tokens), timeout=self._timeout_s * 4)
+        except grpc.aio.AioRpcError as error:
+            log.debug("predictor Observe failed: %s", error.details())
+
+    def _record(self, ok: bool, error: str = "") -> None:
+        change = self.health.record(ok, error)
+        if change is None:
+            return
+        DEGRADED.labels("scheduler", "predictor").set(1 if change is Health.DEGRADED else 0)
+        if change is Health.DEGRADED:
+            log.warning("predictor unavailable (%s): degraded, requests without a forecast are ordered FCFS", error)
+        else:
+            log.info("predictor reachable again: requests carry forecasts")
+
+    async def close(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        if self._channel is not None:
+            await self._channel.close()

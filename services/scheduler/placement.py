@@ -1,0 +1,163 @@
+"""The placement loop: one task that turns the dispatchers' decisions into placements (the I/O half).
+
+Each model has a ``Dispatcher`` (queue, slots, router). Request handlers submit and await a future; the
+loop wakes on any change (an arrival, a first token, a completion, a worker list), takes what the
+workers have room for, matches all their prompts against the Redis prefix index concurrently (one round
+trip each), places them in queue order and resolves the futures with the chosen worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+from forethought.cluster.registry import WorkerRecord
+from forethought.queueing import GlobalQueue, QueueFull, build_policy
+from forethought.routing import build_router
+from forethought.rpc.errors import ResourceExhausted, Unavailable
+from forethought.scheduling import Dispatcher, Failover, ScheduledRequest, WorkerSlots, WorkerView
+from forethought.telemetry.metrics import DEGRADED, QUEUE_DEPTH
+
+log = logging.getLogger(__name__)
+
+MatchPrefix = Callable[[Sequence[int]], Awaitable[dict[str, int]]]
+
+
+class RequestWithdrawn(Exception):
+    """The request was cancelled (by ``Cancel``) while it waited at the scheduler."""
+
+
+class PlacementLoop:
+    """Per-model dispatchers, the futures handlers wait on, and the task that places requests."""
+
+    def __init__(self, build_dispatcher: Callable[[], Dispatcher], match_prefix: MatchPrefix,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._build_dispatcher = build_dispatcher
+        self._match_prefix = match_prefix
+        self._clock = clock
+        self.dispatchers: dict[str, Dispatcher] = {}
+        self._waiters: dict[str, asyncio.Future[str]] = {}
+        self._wake = asyncio.Event()
+        self._index_down = False
+
+    def dispatcher(self, model: str) -> Dispatcher:
+        if model not in self.dispatchers:
+            self.dispatchers[model] = self._build_dispatcher()
+        return self.dispatchers[model]
+
+    def submit(self, request: ScheduledRequest) -> asyncio.Future[str]:
+        """Queues the request; the future yields its worker id.
+
+        Raises:
+            ResourceExhausted: the model's queue is full (with the queue's retry hint).
+        """
+        dispatcher = self.dispatcher(request.model)
+        try:
+            dispatcher.submit(request, self._clock())
+        except QueueFull as full:
+            raise ResourceExhausted(f"the queue of {request.model!r} is full ({full.capacity} waiting)",
+                                    full.retry_after_s) from None
+        return self._wait_for(request)
+
+    def sync(self, records: Sequence[WorkerRecord]) -> None:
+        """Adopts the registry's serving workers, grouped by model; fails requests left with none."""
+        now = self._clock()
+        by_model: dict[str, dict[str, WorkerView]] = {model: {} for model in self.dispatchers}
+        for record in records:
+            if record.state == "serving":
+                view = WorkerView(record.worker_id, record.capacity, record.load)
+                by_model.setdefault(record.model, {})[record.worker_id] = view
+        for model, views in by_model.items():
+            for orphan in self.dispatcher(model).sync_workers(views, now):
+                self._reject(orphan.request_id, Unavailable(f"no worker serves {model!r} any more; retry later"))
+        self.wake()
+
+    def first_token(self, request: ScheduledRequest) -> None:
+        self.dispatcher(request.model).first_token(request.request_id, self._clock())
+
+    def finish(self, request: ScheduledRequest, output_tokens: int | None) -> None:
+        self.dispatcher(request.model).finish(request.request_id, self._clock(), output_tokens)
+        self.wake()
+
+    def worker_lost(self, request: ScheduledRequest) -> tuple[Failover, asyncio.Future[str] | None]:
+        """The request's worker broke; a retry comes with a new future to wait on."""
+        decision = self.dispatcher(request.model).worker_lost(request.request_id, self._clock())
+        log.warning("request %s: %s%s", request.request_id, decision.reason, "; retrying" if decision.retry else "")
+        future = self._wait_for(request) if decision.retry else None
+        self.wake()
+        return decision, future
+
+    def withdraw(self, request: ScheduledRequest) -> ScheduledRequest | None:
+        """Cancels a request; returns it while it still runs on a worker (the caller aborts it there)."""
+        found = self.dispatcher(request.model).cancel(request.request_id, self._clock())
+        if found is not None and found.status.on_worker:
+            return found
+        self._reject(request.request_id, RequestWithdrawn(request.request_id))
+        self.wake()
+        return None
+
+    def find(self, request_id: str) -> ScheduledRequest | None:
+        for dispatcher in self.dispatchers.values():
+            if request_id in dispatcher.requests:
+                return dispatcher.requests[request_id]
+        return None
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Places requests until cancelled."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            for model, dispatcher in list(self.dispatchers.items()):
+                taken = dispatcher.take(self._clock())
+                if taken:
+                    await self._place(dispatcher, taken)
+                QUEUE_DEPTH.labels("scheduler", model).set(dispatcher.waiting)
+
+    async def _place(self, dispatcher: Dispatcher, taken: list[ScheduledRequest]) -> None:
+        matches = await asyncio.gather(*(self._match(r.block_hashes) for r in taken))
+        now = self._clock()
+        for request, cached in zip(taken, matches, strict=True):
+            placed = dispatcher.place(request.request_id, cached, now)
+            waiter = self._waiters.get(request.request_id)
+            if placed is not None and waiter is not None:
+                del self._waiters[request.request_id]
+                if not waiter.done():
+                    waiter.set_result(placed.worker_id)
+
+    async def _match(self, block_hashes: Sequence[int]) -> dict[str, int]:
+        """The prefix match; with Redis unreachable, placement goes on by load alone."""
+        if not block_hashes:
+            return {}
+        try:
+            cached = await self._match_prefix(block_hashes)
+        except Exception as error:  # noqa: BLE001 - the index is advice: degrade, keep placing
+            self._index_health(False, error)
+            return {}
+        self._index_health(True, None)
+        return cached
+
+    def _index_health(self, ok: bool, error: Exception | None) -> None:
+        if ok == (not self._index_down):
+            return
+        self._index_down = not ok
+        DEGRADED.labels("scheduler", "prefix_index").set(0 if ok else 1)
+        if ok:
+            log.info("prefix index reachable again: placement uses cached prefixes")
+        else:
+            log.warning("prefix index unreachable (%s): degraded, placing by load only", error)
+
+    def _wait_for(self, request: ScheduledRequest) -> asyncio.Future[str]:
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._waiters[request.request_id] = future
+        self.wake()
+        return future
+
+    def _reject(self, request_id: str, error: Exception) -> None:
+        waiter = self._waiters.pop(request_id, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(error)

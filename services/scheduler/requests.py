@@ -1,0 +1,114 @@
+"""Protobuf at the front door: validation, prompt tokens through the tokenizer service, the worker request."""
+
+from __future__ import annotations
+
+import grpc
+
+from forethought.engine.backend import ServiceClass
+from forethought.rpc import convert
+from forethought.rpc.errors import NotFound, Unavailable, require
+from forethought.scheduling import ScheduledRequest
+from forethought.v1 import common_pb2, scheduler_pb2, tokenizer_pb2, tokenizer_pb2_grpc, worker_pb2
+
+MAX_PROMPT_TOKENS = 1 << 20
+MAX_TOKENS_LIMIT = 1 << 16
+
+
+def validate(request: scheduler_pb2.GenerateRequest) -> None:
+    """Raises InvalidArgument naming the first field that breaks its rule."""
+    require(bool(request.model), "model", "must be non-empty")
+    which = request.WhichOneof("prompt")
+    require(which is not None, "prompt", "one of text, token_ids or chat is required")
+    if which == "text":
+        require(bool(request.text), "text", "must be non-empty")
+    elif which == "token_ids":
+        require(0 < len(request.token_ids.ids) <= MAX_PROMPT_TOKENS, "token_ids.ids", f"must hold 1..{MAX_PROMPT_TOKENS} ids")
+        require(all(token >= 0 for token in request.token_ids.ids), "token_ids.ids", "must be >= 0")
+    else:
+        require(len(request.chat.messages) > 0, "chat.messages", "must be non-empty")
+    require(1 <= request.max_tokens <= MAX_TOKENS_LIMIT, "max_tokens", f"must be in 1..{MAX_TOKENS_LIMIT}")
+    convert.sampling_from_proto(request.sampling)
+    if request.service_class == common_pb2.SERVICE_CLASS_REAL_TIME:
+        require(request.slo.ttft_s > 0 or request.slo.tpot_s > 0, "slo", "a real-time request needs ttft_s or tpot_s > 0")
+    require(request.slo.ttft_s >= 0 and request.slo.tpot_s >= 0, "slo", "objectives must be >= 0")
+    require(bool(request.application_id) or not request.step, "step", "needs application_id")
+
+
+def prompt_text(request: scheduler_pb2.GenerateRequest) -> str:
+    """The prompt as text for the predictor (its proxy reads text); empty for token-id prompts."""
+    which = request.WhichOneof("prompt")
+    if which == "text":
+        return request.text
+    if which == "chat":
+        return "\n".join(message.content for message in request.chat.messages)
+    return ""
+
+
+def worker_request(scheduled: ScheduledRequest, request: scheduler_pb2.GenerateRequest,
+                   token_ids: list[int]) -> worker_pb2.WorkerServiceGenerateRequest:
+    real_time = convert.service_class_from_proto(request.service_class) == ServiceClass.RT
+    return worker_pb2.WorkerServiceGenerateRequest(
+        request_id=scheduled.request_id, prompt_token_ids=token_ids, max_tokens=request.max_tokens,
+        sampling=request.sampling, service_class=request.service_class, slo=request.slo,
+        priority=0 if real_time else 1,
+    )
+
+
+def health_of(state: str, age_s: float, ttl_s: float) -> int:
+    if state == "draining":
+        return scheduler_pb2.WORKER_HEALTH_DRAINING
+    if age_s > ttl_s / 2:
+        return scheduler_pb2.WORKER_HEALTH_UNHEALTHY
+    return scheduler_pb2.WORKER_HEALTH_SERVING
+
+
+class PromptTokens:
+    """Token ids of a prompt: given, or from the tokenizer service (with a timeout)."""
+
+    def __init__(self, tokenizer: tokenizer_pb2_grpc.TokenizerServiceStub | None, timeout_s: float) -> None:
+        self._tokenizer = tokenizer
+        self._timeout_s = timeout_s
+
+    async def of(self, request: scheduler_pb2.GenerateRequest) -> list[int]:
+        which = request.WhichOneof("prompt")
+        if which == "token_ids":
+            return list(request.token_ids.ids)
+        if self._tokenizer is None:
+            raise Unavailable("text and chat prompts need the tokenizer service, which is not configured; send token_ids")
+        try:
+            if which == "chat":
+                reply = await self._tokenizer.ApplyChatTemplate(
+                    tokenizer_pb2.ApplyChatTemplateRequest(
+                        model=request.model, messages=request.chat.messages, add_generation_prompt=True),
+                    timeout=self._timeout_s,
+                )
+                return list(reply.token_ids)
+            tokenized = await self._tokenizer.Tokenize(
+                tokenizer_pb2.TokenizeRequest(model=request.model, texts=[request.text]), timeout=self._timeout_s)
+        except grpc.aio.AioRpcError as error:
+            if error.code() == grpc.StatusCode.NOT_FOUND:
+                raise NotFound(f"model: {error.details()}") from error
+            raise Unavailable(f"tokenizer failed: {error.details()}; retry") from error
+        return list(tokenized.token_ids[0].ids)
+
+    def detokenizer(self, model: str) -> StreamDetokenizer | None:
+        return StreamDetokenizer(self._tokenizer, model) if self._tokenizer is not None else None
+
+
+class StreamDetokenizer:
+    """Turns a token stream into text through one DetokenizeStream call (no split UTF-8 characters)."""
+
+    def __init__(self, tokenizer: tokenizer_pb2_grpc.TokenizerServiceStub, model: str) -> None:
+        self._call = tokenizer.DetokenizeStream()
+        self._model = model
+
+    async def __call__(self, token_ids: list[int]) -> str:
+        if not token_ids:
+            return ""
+        await self._call.write(tokenizer_pb2.DetokenizeStreamRequest(model=self._model, token_ids=token_ids))
+        self._model = ""  # the model goes in the first message only
+        reply = await self._call.read()
+        return reply.text if reply is not grpc.aio.EOF else ""
+
+    async def aclose(self) -> None:
+        self._call.cancel()

@@ -1,0 +1,179 @@
+"""The scheduler over real processes: E2 placement on a shared Redis index, failover, admission, degradation.
+
+Sim workers stand in for engines (``--sim-speedup`` below 1 slows them so a test can act mid-request).
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import grpc
+import pytest
+
+from forethought.cluster.redis_server import free_port
+from forethought.prefix.hashing import chained_block_hashes
+from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
+
+MODEL = "SmolLM2-135M-Instruct"
+SHARED_PREFIX = list(range(1000, 1512))  # 32 blocks of 16 tokens
+
+
+def token_request(request_id: str, prompt: list[int], max_tokens: int) -> scheduler_pb2.GenerateRequest:
+    return scheduler_pb2.GenerateRequest(
+        request_id=request_id, model=MODEL, token_ids=common_pb2.TokenIds(ids=prompt),
+        max_tokens=max_tokens, sampling=common_pb2.SamplingParams(ignore_eos=True),
+    )
+
+
+def stub_of(address: str) -> Iterator[scheduler_pb2_grpc.SchedulerServiceStub]:
+    with grpc.insecure_channel(address) as channel:
+        yield scheduler_pb2_grpc.SchedulerServiceStub(channel)
+
+
+def wait_until(condition, what: str, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"gave up waiting: {what}")
+
+
+def adopted(stub: scheduler_pb2_grpc.SchedulerServiceStub, count: int) -> None:
+    wait_until(lambda: len(stub.ListWorkers(scheduler_pb2.ListWorkersRequest(), timeout=5).workers) >= count,
+               f"{count} workers registered")
+    time.sleep(0.3)  # the scheduler's next registry read adopts them
+
+
+def worker(start_service, worker_id: str, speedup: str):
+    return start_service("worker", "--engine", "sim", "--sim-speedup", speedup, "--worker-id", worker_id,
+                         "--heartbeat-s", "0.5", "--heartbeat-ttl-s", "2")
+
+
+def scheduler(start_service, *args: str):
+    return start_service("scheduler", "--registry-poll-s", "0.1", "--heartbeat-ttl-s", "2", *args)
+
+
+def test_prefix_sharing_requests_follow_the_cache_across_scheduler_replicas(start_service, redis_server, namespace):
+    for index in range(3):
+        worker(start_service, f"w{index}", "20")
+    first, second = scheduler(start_service), scheduler(start_service)
+    with grpc.insecure_channel(first.address) as one, grpc.insecure_channel(second.address) as two:
+        stubs = [scheduler_pb2_grpc.SchedulerServiceStub(one), scheduler_pb2_grpc.SchedulerServiceStub(two)]
+        for stub in stubs:
+            adopted(stub, 3)
+        seed = list(stubs[0].Generate(token_request("seed", SHARED_PREFIX + [7] * 16, 4), timeout=30))
+        home = seed[0].worker_id
+        wait_until(lambda: _cached_on(redis_server.url, namespace, home), "the seed's blocks reach the index")
+        placements = []
+        for number in range(6):  # alternate replicas: the second sees the first one's placement via Redis
+            prompt = SHARED_PREFIX + [number + 10] * 16
+            replies = list(stubs[number % 2].Generate(token_request(f"r{number}", prompt, 4), timeout=30))
+            placements.append(replies[0].worker_id)
+            assert replies[-1].usage.cached_prompt_tokens >= len(SHARED_PREFIX)
+    assert placements == [home] * 6
+
+
+def _cached_on(redis_url: str, namespace: str, worker_id: str) -> bool:
+    import asyncio
+
+    import redis.asyncio as aioredis
+
+    from forethought.prefix.redis_index import RedisPrefixIndex
+
+    async def match() -> dict[str, int]:
+        client = aioredis.from_url(redis_url)
+        try:
+            return await RedisPrefixIndex(client, namespace).match(chained_block_hashes(SHARED_PREFIX, 16))
+        finally:
+            await client.aclose()
+
+    return asyncio.run(match()).get(worker_id, 0) >= len(SHARED_PREFIX) // 16
+
+
+def test_a_worker_killed_before_the_first_token_is_replaced_by_another(start_service):
+    slow = worker(start_service, "a-slow", "0.001")  # placed first on ties; its prefill takes minutes
+    worker(start_service, "b-fast", "20")
+    front = scheduler(start_service)
+    with grpc.insecure_channel(front.address) as channel:
+        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        adopted(stub, 2)
+        stream = stub.Generate(token_request("survivor", list(range(200, 264)), 8), timeout=60)
+        wait_until(lambda: _running(stub, "a-slow"), "the request runs on a-slow")
+        slow.process.send_signal(signal.SIGKILL)
+        replies = list(stream)
+    assert replies[0].worker_id == "b-fast"
+    assert sum(len(reply.token_ids) for reply in replies) == 8
+    assert replies[-1].finish_reason == common_pb2.FINISH_REASON_LENGTH
+    assert "worker a-slow was lost before the first token; retrying" in front.log()
+
+
+def _running(stub: scheduler_pb2_grpc.SchedulerServiceStub, worker_id: str) -> bool:
+    for info in stub.ListWorkers(scheduler_pb2.ListWorkersRequest(), timeout=5).workers:
+        if info.worker_id == worker_id:
+            load = info.load
+            return load.best_effort.running + load.best_effort.waiting + load.real_time.running + load.real_time.waiting > 0
+    return False
+
+
+def test_a_worker_killed_after_the_first_token_fails_the_stream_cleanly(start_service):
+    victims = {name: worker(start_service, name, "1") for name in ("w0", "w1")}
+    front = scheduler(start_service)
+    with grpc.insecure_channel(front.address) as channel:
+        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        adopted(stub, 2)
+        stream = stub.Generate(token_request("doomed", list(range(300, 364)), 4000), timeout=60)
+        first = next(stream)
+        victims[first.worker_id].process.send_signal(signal.SIGKILL)
+        with pytest.raises(grpc.RpcError) as failed:
+            list(stream)
+    assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "after the first token" in failed.value.details()
+
+
+def test_a_full_queue_refuses_with_a_retry_hint_and_a_queued_request_can_be_cancelled(start_service):
+    worker(start_service, "w0", "0.001")
+    front = scheduler(start_service, "--max-queue", "1", "--max-waiting-per-worker", "1")
+    with grpc.insecure_channel(front.address) as channel:
+        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        adopted(stub, 1)
+        running = stub.Generate(token_request("running", list(range(64)), 4), timeout=60)
+        waiting = stub.Generate(token_request("waiting", list(range(64, 128)), 4), timeout=60)
+        outcome: dict[str, list[scheduler_pb2.GenerateResponse]] = {}
+        reader = threading.Thread(target=lambda: outcome.setdefault("waiting", list(waiting)))
+        reader.start()
+        time.sleep(1.0)  # both calls reach the scheduler: one on the worker, one in the queue
+        with pytest.raises(grpc.RpcError) as refused:
+            next(stub.Generate(token_request("refused", list(range(128, 192)), 4), timeout=10))
+        assert stub.Cancel(scheduler_pb2.CancelRequest(request_id="waiting"), timeout=5).cancelled
+        reader.join(timeout=10)
+        running.cancel()
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    hints = dict(refused.value.trailing_metadata() or ())
+    assert float(hints["retry-after-s"]) > 0
+    assert outcome["waiting"][-1].finish_reason == common_pb2.FINISH_REASON_ABORT
+    assert not any(reply.token_ids for reply in outcome["waiting"])
+
+
+def test_without_a_predictor_the_scheduler_serves_degraded(start_service):
+    worker(start_service, "w0", "20")
+    tokenizer = start_service("tokenizer")
+    metrics_port = free_port()
+    front = scheduler(start_service, "--tokenizer-address", tokenizer.address,
+                      "--predictor-address", f"127.0.0.1:{free_port()}", "--metrics-port", str(metrics_port))
+    with grpc.insecure_channel(front.address) as channel:
+        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        adopted(stub, 1)
+        request = scheduler_pb2.GenerateRequest(request_id="text", model=MODEL, text="Tell me about queues.",
+                                                max_tokens=5, sampling=common_pb2.SamplingParams(ignore_eos=True))
+        replies = list(stub.Generate(request, timeout=30))
+    assert sum(len(reply.token_ids) for reply in replies) == 5
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
+    gauge = re.search(r'forethought_degraded\{dependency="predictor",service="scheduler"\} (\S+)', metrics)
+    assert gauge is not None and float(gauge.group(1)) == 1.0
+    assert "predictor unavailable" in front.log() and "degraded" in front.log()
