@@ -1,0 +1,295 @@
+"""A real vLLM engine behind ``EngineBackend`` (DESIGN.md, Engines; BROS section 4 via priorities).
+
+``VllmEngineBackend`` wraps vLLM's in-process ``AsyncLLM`` front end (the engine core runs in its own
+process): token-id prompts in, streamed token ids and text out, priority scheduling (lower first),
+automatic prefix caching, abort on cancel, usage with cached prompt tokens and measured TTFT in the last
+chunk. Load comes from a stat logger vLLM calls every step; prefix state from vLLM's KV cache events,
+re-hashed into the project's chained block hashes (``vllm_events``). What of BROS this can honour is
+written down in ``docs/vllm.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vllm import SamplingParams as VllmSamplingParams
+from vllm.config import KVEventsConfig
+from vllm.engine.arg_utils import AsyncEngineArgs
+from vllm.inputs import TokensPrompt
+from vllm.lora.request import LoRARequest
+from vllm.sampling_params import RequestOutputKind
+from vllm.v1.engine.async_llm import AsyncLLM
+from vllm.v1.metrics.loggers import StatLoggerBase
+
+from forethought.engine.backend import (
+    CacheEvent,
+    EngineStats,
+    FinishReason,
+    GenerationChunk,
+    GenerationRequest,
+    Usage,
+)
+from forethought.engine.vllm_bros_scheduler import slo_extra_args
+from forethought.engine.vllm_events import KvEventSubscriber, KvEventTranslator
+from forethought.engine.vllm_stats import LoadMonitor
+from forethought.models import resolve_model
+
+_FINISH_REASONS = {
+    "stop": FinishReason.STOP,
+    "length": FinishReason.LENGTH,
+    "abort": FinishReason.ABORT,
+    "error": FinishReason.ERROR,
+}
+
+
+@dataclass(frozen=True)
+class VllmEngineOptions:
+    """How to start the engine.
+
+    ``block_size`` is vLLM's KV block (CPU attention needs a multiple of 32); ``index_block_size`` is
+    the granularity of the hashes reported in cache events (the prefix index's block, 16).
+    """
+
+    model: str = "SmolLM2-135M-Instruct"
+    max_model_len: int = 2048
+    kv_cache_gib: float = 1.0
+    block_size: int = 32
+    index_block_size: int = 16
+    dtype: str = "bfloat16"
+    enforce_eager: bool = True
+    max_num_seqs: int = 64
+    enable_lora: bool = False
+    max_lora_rank: int = 16
+    scheduler_cls: str | type | None = None
+    """None for vLLM's own scheduler; ``BrosVllmScheduler`` for BROS's RT/BE ordering."""
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.block_size % self.index_block_size:
+            raise ValueError(
+                f"block_size {self.block_size} must be a multiple of index_block_size "
+                f"{self.index_block_size}"
+            )
+
+
+class _MonitorStatLogger(StatLoggerBase):
+    """Forwards vLLM's per-step scheduler and iteration stats into a ``LoadMonitor``."""
+
+    def __init__(self, monitor: LoadMonitor) -> None:
+        self._monitor = monitor
+
+    def record(
+        self,
+        scheduler_stats: Any,
+        iteration_stats: Any,
+        mm_cache_stats: Any = None,
+        engine_idx: int = 0,
+    ) -> None:
+        queries = hits = 0
+        if scheduler_stats is not None:
+            self._monitor.kv_cache_usage = scheduler_stats.kv_cache_usage
+            queries = scheduler_stats.prefix_cache_stats.queries
+            hits = scheduler_stats.prefix_cache_stats.hits
+        prefill = decode = 0
+        if iteration_stats is not None:
+            prefill = iteration_stats.prompt_token_stats.computed
+            decode = iteration_stats.num_generation_tokens
+            for finished in iteration_stats.finished_requests:
+                self._monitor.record_queueing_delay(finished.queued_time)
+        self._monitor.record_iteration(prefill, decode, queries, hits)
+
+    def log_engine_initialized(self) -> None:
+        """Nothing to log: the backend reports readiness itself."""
+
+
+def _to_vllm_sampling(request: GenerationRequest) -> VllmSamplingParams:
+    sampling = request.sampling
+    return VllmSamplingParams(
+        max_tokens=request.max_tokens,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        top_k=sampling.top_k,
+        seed=sampling.seed,
+        stop=list(sampling.stop) or None,
+        stop_token_ids=list(sampling.stop_token_ids) or None,
+        ignore_eos=sampling.ignore_eos,
+        output_kind=RequestOutputKind.DELTA,
+        extra_args=slo_extra_args(request),
+    )
+
+
+class VllmEngineBackend:
+    """``EngineBackend`` over vLLM's ``AsyncLLM``; create, ``await start()``, serve, ``await stop()``."""
+
+    def __init__(
+        self, options: VllmEngineOptions, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.options = options
+        self.model = options.model
+        self.start_seconds = 0.0
+        """How long ``start()`` took: model load, KV cache allocation, engine process start."""
+        self._clock = clock
+        self._monitor = LoadMonitor(clock)
+        self._engine: AsyncLLM | None = None
+        self._events: KvEventSubscriber | None = None
+        self._loras: dict[str, LoRARequest] = {}
+        self._kv_socket = Path(tempfile.gettempdir()) / f"forethought-kv-{uuid.uuid4().hex[:12]}"
+
+    @property
+    def engine(self) -> AsyncLLM:
+        """The running vLLM engine (for benchmarks comparing against it directly)."""
+        if self._engine is None:
+            raise RuntimeError("the vLLM engine is not started; await start() first")
+        return self._engine
+
+    @property
+    def supports_lora(self) -> bool:
+        return self.options.enable_lora
+
+    async def start(self) -> None:
+        if self._engine is not None:
+            return
+        started = self._clock()
+        endpoint = f"ipc://{self._kv_socket}"
+        # The first use of a known model name converts it (about 20 s): also off the event loop.
+        model_path = await asyncio.to_thread(resolve_model, self.options.model)
+        args = self._engine_args(model_path, endpoint)
+        monitor = self._monitor
+
+        def stat_logger(_config: object, _engine_index: int) -> StatLoggerBase:
+            return _MonitorStatLogger(monitor)
+
+        # Built off the event loop: loading takes tens of seconds and AsyncLLM starts its loop tasks
+        # lazily on the first request when constructed outside a running loop.
+        self._engine = await asyncio.to_thread(
+            AsyncLLM.from_engine_args, args, stat_loggers=[stat_logger]
+        )
+        vllm_blocks = self._engine.vllm_config.cache_config.num_gpu_blocks or 0
+        # Reported in index blocks, the unit of EngineStats.block_size and of the cache events.
+        per_vllm_block = self.options.block_size // self.options.index_block_size
+        self._monitor.total_kv_blocks = vllm_blocks * per_vllm_block
+        self._events = KvEventSubscriber(
+            endpoint, "kv", KvEventTranslator(self.options.index_block_size)
+        )
+        await self._events.start()
+        self.start_seconds = self._clock() - started
+
+    def _engine_args(self, model_path: Path, kv_endpoint: str) -> AsyncEngineArgs:
+        options = self.options
+        return AsyncEngineArgs(
+            model=str(model_path),
+            served_model_name=[options.model],
+            max_model_len=options.max_model_len,
+            kv_cache_memory_bytes=int(options.kv_cache_gib * (1 << 30)),
+            block_size=options.block_size,
+            dtype=options.dtype,
+            enforce_eager=options.enforce_eager,
+            enable_prefix_caching=True,
+            scheduling_policy="priority",
+            scheduler_cls=options.scheduler_cls,
+            max_num_seqs=options.max_num_seqs,
+            enable_lora=options.enable_lora,
+            max_lora_rank=options.max_lora_rank,
+            seed=options.seed,
+            kv_events_config=KVEventsConfig(
+                enable_kv_cache_events=True, publisher="zmq", endpoint=kv_endpoint, topic="kv"
+            ),
+        )
+
+    async def stop(self) -> None:
+        if self._engine is None:
+            return
+        engine, self._engine = self._engine, None
+        inflight = self._monitor.inflight_ids()
+        if inflight:
+            await engine.abort(inflight)
+        if self._events is not None:
+            await self._events.stop()
+            self._events = None
+        engine.shutdown()
+        # ZeroMQ leaves the ipc socket file behind when the publisher closes.
+        self._kv_socket.unlink(missing_ok=True)
+
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
+        """Streams the request; closing or cancelling the iterator aborts it on the engine."""
+        engine = self.engine
+        lora = self._loras.get(request.lora_name) if request.lora_name else None
+        if request.lora_name and lora is None:
+            raise KeyError(f"lora_name {request.lora_name!r} is not loaded on this engine")
+        submitted = self._clock()
+        self._monitor.submitted(request.request_id, request.service_class)
+        stream = engine.generate(
+            TokensPrompt(prompt_token_ids=list(request.prompt_token_ids)),
+            _to_vllm_sampling(request),
+            request.request_id,
+            priority=request.priority,
+            lora_request=lora,
+        )
+        ttft = 0.0
+        output_tokens = 0
+        try:
+            async for output in stream:
+                completion = output.outputs[0]
+                if completion.token_ids and output_tokens == 0:
+                    ttft = self._clock() - submitted
+                    self._monitor.first_token(request.request_id)
+                output_tokens += len(completion.token_ids)
+                yield self._chunk(request, output, ttft, output_tokens)
+        finally:
+            self._monitor.finished(request.request_id)
+            # Closing vLLM's stream aborts the request there when it has not finished.
+            await stream.aclose()
+
+    def _chunk(
+        self, request: GenerationRequest, output: Any, ttft: float, output_tokens: int
+    ) -> GenerationChunk:
+        completion = output.outputs[0]
+        if not output.finished:
+            return GenerationChunk(request.request_id, tuple(completion.token_ids), completion.text)
+        usage = Usage(
+            prompt_tokens=len(request.prompt_token_ids),
+            cached_prompt_tokens=output.num_cached_tokens or 0,
+            output_tokens=output_tokens,
+            ttft_s=ttft,
+        )
+        reason = _FINISH_REASONS.get(completion.finish_reason or "stop", FinishReason.STOP)
+        return GenerationChunk(
+            request.request_id, tuple(completion.token_ids), completion.text, reason, usage
+        )
+
+    async def abort(self, request_id: str) -> bool:
+        if self._engine is None or not self._monitor.is_inflight(request_id):
+            return False
+        await self._engine.abort(request_id)
+        return True
+
+    def stats(self) -> EngineStats:
+        return self._monitor.snapshot(self.options.index_block_size)
+
+    async def cache_events(self) -> AsyncIterator[Sequence[CacheEvent]]:
+        """Translated cache events from the moment of the call until the engine stops."""
+        if self._events is None:
+            raise RuntimeError("the vLLM engine is not started; await start() first")
+        async for batch in self._events.batches():
+            yield batch
+
+    async def add_lora(self, name: str, path: str | Path) -> float:
+        """Loads a LoRA adapter into the engine; returns the seconds it took."""
+        if not self.options.enable_lora:
+            raise NotImplementedError("the engine was started without enable_lora")
+        started = self._clock()
+        lora = self._loras.get(name) or LoRARequest(name, len(self._loras) + 1, str(path))
+        await self.engine.add_lora(lora)
+        self._loras[name] = lora
+        return self._clock() - started
+
+    def num_unfinished_requests(self) -> int:
+        """Requests vLLM itself still tracks (ours and any added to ``engine`` directly)."""
+        return self.engine.get_num_unfinished_requests()

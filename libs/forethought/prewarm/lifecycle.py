@@ -1,0 +1,72 @@
+"""LoadModel / UnloadModel for a worker: engines started and stopped by name (Hermes section 3.4).
+
+Loading a model is the slowest cold start a worker has (tens of seconds for vLLM), which is why the
+prewarm agent can ask for it ahead of the request. Any ``EngineBackend`` factory works: a
+``VllmEngineBackend`` in production, the native engine or a fake in tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from forethought.engine.backend import EngineBackend
+
+EngineFactory = Callable[[str], EngineBackend]
+
+
+class ModelLifecycle:
+    """The worker's loaded engines by model name, with measured load times."""
+
+    def __init__(self, factory: EngineFactory, clock: Callable[[], float] = time.monotonic) -> None:
+        self._factory = factory
+        self._clock = clock
+        self._engines: dict[str, EngineBackend] = {}
+        self._loading: dict[str, asyncio.Task[EngineBackend]] = {}
+        self.load_seconds: dict[str, float] = {}
+        """Seconds the last load of each model took (start to accepting requests)."""
+
+    async def load(self, model: str) -> float:
+        """Starts the model's engine unless it runs already; returns the seconds this call waited."""
+        started = self._clock()
+        if model in self._engines:
+            return 0.0
+        # Concurrent loads of one model share one start.
+        task = self._loading.get(model)
+        if task is None:
+            task = asyncio.create_task(self._start(model))
+            self._loading[model] = task
+        try:
+            await asyncio.shield(task)
+        finally:
+            if task.done():
+                self._loading.pop(model, None)
+        return self._clock() - started
+
+    async def _start(self, model: str) -> EngineBackend:
+        started = self._clock()
+        engine = self._factory(model)
+        await engine.start()
+        self._engines[model] = engine
+        self.load_seconds[model] = self._clock() - started
+        return engine
+
+    async def unload(self, model: str) -> bool:
+        """Stops the model's engine; False when it was not loaded."""
+        engine = self._engines.pop(model, None)
+        if engine is None:
+            return False
+        await engine.stop()
+        return True
+
+    def engine(self, model: str) -> EngineBackend | None:
+        """The running engine of ``model``, or None."""
+        return self._engines.get(model)
+
+    def loaded(self) -> list[str]:
+        return list(self._engines)
+
+    async def stop_all(self) -> None:
+        for model in list(self._engines):
+            await self.unload(model)

@@ -1,0 +1,136 @@
+"""VllmEngineBackend on a real engine: streaming, abort, prefix-cache usage and cache events."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+from transformers import AutoTokenizer
+
+from forethought.engine.backend import (
+    BlockStored,
+    CacheEvent,
+    FinishReason,
+    GenerationChunk,
+    GenerationRequest,
+    SamplingParams,
+    ServiceClass,
+)
+from forethought.engine.vllm_backend import VllmEngineBackend
+from forethought.models import resolve_model
+from forethought.prefix.hashing import chained_block_hashes
+
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
+
+GREEDY = SamplingParams(temperature=0.0)
+STORY = (
+    "In a quiet village by the sea, an old lighthouse keeper kept a journal of every ship that "
+    "passed. Each night he wrote the names, the colours of their sails and the songs of the crews. "
+)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():  # type: ignore[no-untyped-def]
+    return AutoTokenizer.from_pretrained(resolve_model("SmolLM2-135M-Instruct"))
+
+
+async def _collect(backend: VllmEngineBackend, request: GenerationRequest) -> list[GenerationChunk]:
+    return [chunk async for chunk in backend.generate(request)]
+
+
+async def test_known_prompt_streams_paris(vllm_backend: VllmEngineBackend, tokenizer) -> None:
+    ids = tuple(tokenizer.encode("The capital of France is"))
+    chunks = await _collect(vllm_backend, GenerationRequest("paris", ids, 8, sampling=GREEDY))
+
+    text = "".join(chunk.text for chunk in chunks)
+    assert "Paris" in text
+    assert len(chunks) > 1, "tokens arrive as a stream, not one reply"
+    final = chunks[-1]
+    assert final.finish_reason in (FinishReason.LENGTH, FinishReason.STOP)
+    assert final.usage is not None
+    assert final.usage.prompt_tokens == len(ids)
+    assert final.usage.output_tokens == sum(len(c.token_ids) for c in chunks)
+    assert tokenizer.decode([t for c in chunks for t in c.token_ids]) == text
+    assert final.usage.ttft_s > 0
+
+
+async def test_cancelling_the_stream_aborts_on_the_engine(
+    vllm_backend: VllmEngineBackend, tokenizer
+) -> None:
+    ids = tuple(tokenizer.encode("Count slowly from one to one thousand:"))
+    request = GenerationRequest(
+        "to-cancel", ids, 1500, ServiceClass.RT, sampling=SamplingParams(temperature=0.0, ignore_eos=True)
+    )
+    seen = asyncio.Event()
+
+    async def consume() -> None:
+        async for _chunk in vllm_backend.generate(request):
+            seen.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(seen.wait(), 30)
+    assert vllm_backend.stats().rt.running == 1
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for _ in range(100):  # the abort travels to the engine process; allow up to 5 s
+        if vllm_backend.num_unfinished_requests() == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert vllm_backend.num_unfinished_requests() == 0
+    assert vllm_backend.stats().rt.running == 0
+
+
+async def test_abort_by_id_ends_the_stream_with_abort(
+    vllm_backend: VllmEngineBackend, tokenizer
+) -> None:
+    ids = tuple(tokenizer.encode("Write a very long poem about rivers."))
+    request = GenerationRequest(
+        "to-abort", ids, 1500, sampling=SamplingParams(temperature=0.0, ignore_eos=True)
+    )
+    chunks: list[GenerationChunk] = []
+
+    async def consume() -> None:
+        async for chunk in vllm_backend.generate(request):
+            chunks.append(chunk)
+
+    task = asyncio.create_task(consume())
+    while not chunks:
+        await asyncio.sleep(0.02)
+    assert await vllm_backend.abort("to-abort") is True
+    await asyncio.wait_for(task, 10)
+    assert chunks[-1].finish_reason == FinishReason.ABORT
+    assert await vllm_backend.abort("to-abort") is False
+    assert vllm_backend.num_unfinished_requests() == 0
+
+
+async def test_shared_prefix_hits_the_cache_and_reports_our_block_hashes(
+    vllm_backend: VllmEngineBackend, tokenizer
+) -> None:
+    prefix = tuple(tokenizer.encode(STORY * 3))
+    batches: list[Sequence[CacheEvent]] = []
+
+    async def listen() -> None:
+        async for batch in vllm_backend.cache_events():
+            batches.append(batch)
+
+    listener = asyncio.create_task(listen())
+    await asyncio.sleep(0.1)
+    first = await _collect(vllm_backend, GenerationRequest("p1", prefix + (42,), 2, sampling=GREEDY))
+    second = await _collect(vllm_backend, GenerationRequest("p2", prefix + (7,), 2, sampling=GREEDY))
+    await asyncio.sleep(0.5)  # events cross a socket after the step that stored the blocks
+    listener.cancel()
+
+    assert first[-1].usage is not None and second[-1].usage is not None
+    cached = second[-1].usage.cached_prompt_tokens
+    print(f"prompt {len(prefix) + 1} tokens, cached on the second request: {cached}")
+    assert cached >= 32
+    stored = [h for batch in batches for e in batch if isinstance(e, BlockStored) for h in e.block_hashes]
+    expected = chained_block_hashes(prefix[:cached], 16)
+    assert stored[: len(expected)] == expected
+    stats = vllm_backend.stats()
+    assert stats.block_size == 16
+    assert stats.total_kv_blocks > 0
+    assert stats.prefix_hit_ratio > 0
+    assert stats.prefill_tokens_per_s > 0
