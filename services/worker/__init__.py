@@ -1,7 +1,8 @@
 """Worker: one inference engine (native sim or vLLM) behind WorkerService, registered in Redis.
 
-The shell registers the worker with heartbeats carrying its load, and writes the engine's prefix-cache
-events into the Redis prefix index under the worker's id, so the scheduler knows what it caches.
+The shell loads the primary model at start (more with LoadModel), registers the worker with heartbeats
+carrying its load, writes the primary engine's prefix-cache events into the Redis prefix index under
+the worker's id (so the scheduler knows what it caches), and runs the prewarm agent (Hermes 3.4).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import contextlib
 import logging
 import os
 import socket
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 import grpc
@@ -19,7 +21,8 @@ import redis.asyncio as aioredis
 from forethought.cluster.registry import WorkerRecord, WorkerRegistry
 from forethought.config import ConfigError, ServiceSettings, option
 from forethought.costmodel import profile_names
-from forethought.engine.backend import EngineBackend
+from forethought.engine.backend import CacheEvent, EngineBackend
+from forethought.prewarm import DockerContainerLauncher, ModelLifecycle, PrewarmAgent, ProcessPoolSandbox
 from forethought.services.worker.servicer import WorkerServicer
 from forethought.v1 import worker_pb2_grpc
 
@@ -43,6 +46,10 @@ class Settings(ServiceSettings):
     sim_kv_blocks: int = option(2048, "sim engine: KV blocks of 16 tokens")
     vllm_kv_cache_gib: float = option(1.0, "vLLM on CPU: KV cache space in GiB")
     vllm_max_model_len: int = option(2048, "vLLM: longest prompt plus output, in tokens")
+    vllm_enable_lora: bool = option(False, "vLLM: serve LoRA adapters (needed to prewarm them)")
+    vllm_bros_scheduler: bool = option(False, "vLLM: BROS priority packing and adaptive batch size (docs/vllm.md)")
+    prewarm_ttl_s: float = option(60.0, "seconds a prewarmed, unused backend is kept before it counts as waste")
+    tool_container_image: str = option("python:3.11-slim", "image of the container tool launcher")
 
     def validate(self) -> None:
         super().validate()
@@ -56,21 +63,29 @@ class Settings(ServiceSettings):
             raise ConfigError("sim_profile", f"must be one of {profile_names()}", self.sim_profile)
         if self.sim_speedup <= 0:
             raise ConfigError("sim_speedup", "must be > 0", self.sim_speedup)
+        if self.prewarm_ttl_s <= 0:
+            raise ConfigError("prewarm_ttl_s", "must be > 0", self.prewarm_ttl_s)
 
 
-def build_engine(settings: Settings) -> EngineBackend:
-    """The configured engine backend; heavy engine packages are imported only when chosen."""
+def build_engine(settings: Settings, model: str) -> EngineBackend:
+    """An engine of the configured kind serving ``model``; heavy packages are imported only when chosen."""
     if settings.engine == "vllm":
-        from forethought.engine.vllm_backend import VllmEngineBackend, VllmOptions
+        from forethought.engine.vllm_backend import VllmEngineBackend, VllmEngineOptions
 
-        return VllmEngineBackend(VllmOptions(
-            model=settings.model, kv_cache_gib=settings.vllm_kv_cache_gib, max_model_len=settings.vllm_max_model_len,
+        scheduler_cls = None
+        if settings.vllm_bros_scheduler:
+            from forethought.engine.vllm_bros_scheduler import BrosVllmScheduler
+
+            scheduler_cls = BrosVllmScheduler
+        return VllmEngineBackend(VllmEngineOptions(
+            model=model, kv_cache_gib=settings.vllm_kv_cache_gib, max_model_len=settings.vllm_max_model_len,
+            enable_lora=settings.vllm_enable_lora, scheduler_cls=scheduler_cls,
         ))
     from forethought.engine.core import EngineConfig
     from forethought.engine.sim_backend import SimEngineBackend
 
     return SimEngineBackend(
-        model=settings.model, config=EngineConfig(num_blocks=settings.sim_kv_blocks),
+        model=model, config=EngineConfig(num_blocks=settings.sim_kv_blocks),
         profile=settings.sim_profile, speedup=settings.sim_speedup,
     )
 
@@ -78,34 +93,46 @@ def build_engine(settings: Settings) -> EngineBackend:
 class WorkerShell:
     grpc_service_name = "forethought.v1.WorkerService"
 
-    def __init__(self, settings: Settings, engine: EngineBackend) -> None:
-        self._settings = settings
-        self._engine = engine
-        self._redis = aioredis.from_url(settings.redis_url)
-        self._registry = WorkerRegistry(self._redis, settings.namespace, ttl_s=settings.heartbeat_ttl_s)
+    def __init__(self, settings: Settings) -> None:
         from forethought.prefix.redis_index import RedisPrefixIndex
 
+        self._settings = settings
+        self._redis = aioredis.from_url(settings.redis_url)
+        self._registry = WorkerRegistry(self._redis, settings.namespace, ttl_s=settings.heartbeat_ttl_s)
         self._index = RedisPrefixIndex(self._redis, settings.namespace)
+        lifecycle = ModelLifecycle(lambda model: build_engine(settings, model))
+        tools = [ProcessPoolSandbox(), DockerContainerLauncher(settings.tool_container_image)]
+        self._agent = PrewarmAgent(lifecycle, {tool.kind: tool for tool in tools}, ttl_s=settings.prewarm_ttl_s)
+        self._servicer = WorkerServicer(self._agent, settings.model)
         self._worker_id = settings.worker_id
         self._address = ""
-        self._servicer: WorkerServicer | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._state = "serving"
 
+    @property
+    def _engine(self) -> EngineBackend:
+        engine = self._agent.lifecycle.engine(self._settings.model)
+        assert engine is not None  # NOTE: the primary model is loaded in start() and never unloaded
+        return engine
+
     def register(self, server: grpc.aio.Server) -> None:
-        self._servicer = WorkerServicer(self._engine)
         worker_pb2_grpc.add_WorkerServiceServicer_to_server(self._servicer, server)
 
     async def start(self, address: str) -> None:
         self._address = self._settings.advertise_address or address
         self._worker_id = self._worker_id or f"{socket.gethostname()}-{address.rpartition(':')[2]}-{os.getpid()}"
-        assert self._servicer is not None  # NOTE: register() runs before start()
         self._servicer.worker_id = self._worker_id
-        await self._engine.start()
+        load_s = await self._agent.lifecycle.load(self._settings.model)
+        # Subscribe before the first request so no cache event is missed.
+        events = self._engine.cache_events()
         await self._heartbeat()
-        self._tasks = [asyncio.create_task(self._heartbeats()), asyncio.create_task(self._publish_cache_events())]
-        log.info("worker %s registered at %s (engine %s, model %s)", self._worker_id, self._address,
-                 self._settings.engine, self._engine.model)
+        self._tasks = [
+            asyncio.create_task(self._heartbeats()),
+            asyncio.create_task(self._publish_cache_events(events)),
+            asyncio.create_task(self._expire_prewarms()),
+        ]
+        log.info("worker %s registered at %s (engine %s, model %s, loaded in %.1f s)", self._worker_id,
+                 self._address, self._settings.engine, self._settings.model, load_s)
 
     async def drain(self) -> None:
         self._state = "draining"
@@ -120,12 +147,13 @@ class WorkerShell:
         with contextlib.suppress(Exception):
             await self._registry.deregister(self._worker_id)
             await self._index.remove_worker(self._worker_id)
-        await self._engine.stop()
+        await self._agent.close()
+        await self._agent.lifecycle.stop_all()
         await self._redis.aclose()
 
     def _record(self) -> WorkerRecord:
         return WorkerRecord(
-            worker_id=self._worker_id, address=self._address, model=self._engine.model,
+            worker_id=self._worker_id, address=self._address, model=self._settings.model,
             engine=self._settings.engine, capacity=self._settings.capacity, state=self._state,
             load=self._engine.stats(),
         )
@@ -142,13 +170,19 @@ class WorkerShell:
             except Exception:  # noqa: BLE001 - a Redis blip must not kill the worker
                 log.warning("heartbeat to Redis failed; retrying", exc_info=True)
 
-    async def _publish_cache_events(self) -> None:
-        async for events in self._engine.cache_events():
+    async def _publish_cache_events(self, events: AsyncIterator[Sequence[CacheEvent]]) -> None:
+        async for batch in events:
             try:
-                await self._index.apply(self._worker_id, events)
+                await self._index.apply(self._worker_id, batch)
             except Exception:  # noqa: BLE001 - the index self-heals on the next events and on expiry
-                log.warning("writing %d cache events to Redis failed", len(events), exc_info=True)
+                log.warning("writing %d cache events to Redis failed", len(batch), exc_info=True)
+
+    async def _expire_prewarms(self) -> None:
+        while True:
+            await asyncio.sleep(min(5.0, self._settings.prewarm_ttl_s / 2))
+            for entry in await self._agent.expire():
+                log.info("prewarmed %s %s expired unused", entry.kind.name.lower(), entry.key)
 
 
 def build(settings: Settings) -> WorkerShell:
-    return WorkerShell(settings, build_engine(settings))
+    return WorkerShell(settings)

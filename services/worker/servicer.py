@@ -1,4 +1,4 @@
-"""WorkerService: protobuf in, the engine backend and prewarm agent, protobuf out."""
+"""WorkerService: protobuf in, the model's engine and the prewarm agent, protobuf out."""
 
 from __future__ import annotations
 
@@ -8,12 +8,18 @@ from collections.abc import AsyncIterator
 import grpc
 
 from forethought.engine.backend import EngineBackend, GenerationRequest
+from forethought.prewarm import PrewarmAgent, PrewarmResult, PrewarmStatus
 from forethought.rpc import convert
-from forethought.rpc.errors import AlreadyExists, require
+from forethought.rpc.errors import AlreadyExists, FailedPrecondition, NotFound, require
 from forethought.v1 import worker_pb2, worker_pb2_grpc
 
 MIN_STATS_INTERVAL_S = 0.05
 MAX_STATS_INTERVAL_S = 60.0
+_STATUS_TO_PROTO = {
+    PrewarmStatus.READY: worker_pb2.PREWARM_STATUS_READY,
+    PrewarmStatus.UNSUPPORTED: worker_pb2.PREWARM_STATUS_UNSUPPORTED,
+    PrewarmStatus.FAILED: worker_pb2.PREWARM_STATUS_FAILED,
+}
 
 
 def request_from_proto(message: worker_pb2.WorkerServiceGenerateRequest) -> GenerationRequest:
@@ -37,26 +43,32 @@ def request_from_proto(message: worker_pb2.WorkerServiceGenerateRequest) -> Gene
 
 
 class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
-    """Streams generation from the engine; the caller's cancel aborts the request there."""
+    """Streams generation from a loaded model's engine; the caller's cancel aborts the request there."""
 
-    def __init__(self, engine: EngineBackend) -> None:
+    def __init__(self, agent: PrewarmAgent, primary_model: str) -> None:
         self.worker_id = ""  # known once the server listens
-        self._engine = engine
-        self._live: set[str] = set()
+        self._agent = agent
+        self._primary = primary_model
+        self._live: dict[str, EngineBackend] = {}
 
-    @property
-    def in_flight(self) -> int:
-        return len(self._live)
+    def _engine(self, model: str, field: str = "model") -> tuple[str, EngineBackend]:
+        name = model or self._primary
+        engine = self._agent.lifecycle.engine(name)
+        if engine is None:
+            raise NotFound(f"{field}: {name!r} is not loaded on this worker (loaded: {', '.join(self._agent.lifecycle.loaded())})")
+        return name, engine
 
     async def Generate(
         self, request: worker_pb2.WorkerServiceGenerateRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[worker_pb2.WorkerServiceGenerateResponse]:
         engine_request = request_from_proto(request)
+        model, engine = self._engine(request.model)
         if engine_request.request_id in self._live:
             raise AlreadyExists(f"request_id: {engine_request.request_id!r} is already running on this worker")
-        self._live.add(engine_request.request_id)
+        self._live[engine_request.request_id] = engine
+        self._agent.use_prefix(model, engine_request.prompt_token_ids)
         try:
-            async for chunk in self._engine.generate(engine_request):
+            async for chunk in engine.generate(engine_request):
                 reply = worker_pb2.WorkerServiceGenerateResponse(
                     request_id=chunk.request_id, token_ids=list(chunk.token_ids), text=chunk.text,
                     finish_reason=convert.finish_to_proto(chunk.finish_reason),
@@ -65,11 +77,44 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                     reply.usage.CopyFrom(convert.usage_to_proto(chunk.usage))
                 yield reply
         finally:
-            self._live.discard(engine_request.request_id)
+            self._live.pop(engine_request.request_id, None)
 
     async def Abort(self, request: worker_pb2.AbortRequest, context: grpc.aio.ServicerContext) -> worker_pb2.AbortResponse:
         require(bool(request.request_id), "request_id", "must be non-empty")
-        return worker_pb2.AbortResponse(aborted=await self._engine.abort(request.request_id))
+        engine = self._live.get(request.request_id)
+        return worker_pb2.AbortResponse(aborted=engine is not None and await engine.abort(request.request_id))
+
+    async def Prewarm(self, request: worker_pb2.PrewarmRequest, context: grpc.aio.ServicerContext) -> worker_pb2.PrewarmResponse:
+        kind = request.kind
+        if kind == worker_pb2.PREWARM_KIND_KV_PREFIX:
+            require(len(request.prefix_token_ids) > 0, "prefix_token_ids", "must be non-empty for KV_PREFIX")
+            model, _ = self._engine(request.model)
+            result = await self._agent.prewarm_prefix(model, list(request.prefix_token_ids))
+        elif kind == worker_pb2.PREWARM_KIND_LORA:
+            require(bool(request.target), "target", "must name the adapter for LORA")
+            require(bool(request.lora_path), "lora_path", "must be the adapter's folder for LORA")
+            model, _ = self._engine(request.model)
+            result = await self._agent.prewarm_lora(model, request.target, request.lora_path)
+        elif kind == worker_pb2.PREWARM_KIND_MODEL:
+            require(bool(request.target), "target", "must name the model for MODEL")
+            result = await self._agent.prewarm_model(request.target)
+        elif kind == worker_pb2.PREWARM_KIND_TOOL:
+            require(bool(request.target), "target", f"must be a launcher kind: {', '.join(self._agent.tools)}")
+            result = await self._agent.prewarm_tool(request.target)
+        else:
+            require(False, "kind", "must be KV_PREFIX, LORA, MODEL or TOOL")
+        return _prewarm_reply(result)
+
+    async def LoadModel(self, request: worker_pb2.LoadModelRequest, context: grpc.aio.ServicerContext) -> worker_pb2.LoadModelResponse:
+        require(bool(request.model), "model", "must be non-empty")
+        waited = await self._agent.lifecycle.load(request.model)
+        return worker_pb2.LoadModelResponse(load_s=self._agent.lifecycle.load_seconds.get(request.model, waited))
+
+    async def UnloadModel(self, request: worker_pb2.UnloadModelRequest, context: grpc.aio.ServicerContext) -> worker_pb2.UnloadModelResponse:
+        require(bool(request.model), "model", "must be non-empty")
+        if request.model == self._primary:
+            raise FailedPrecondition(f"model: {request.model!r} is this worker's primary model; stop the worker instead")
+        return worker_pb2.UnloadModelResponse(unloaded=await self._agent.lifecycle.unload(request.model))
 
     async def Stats(
         self, request: worker_pb2.StatsRequest, context: grpc.aio.ServicerContext
@@ -82,6 +127,13 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             await asyncio.sleep(interval)
 
     def stats_message(self) -> worker_pb2.StatsResponse:
+        _, engine = self._engine("")
+        metrics = self._agent.metrics()
         return worker_pb2.StatsResponse(
-            worker_id=self.worker_id, model=self._engine.model, load=convert.load_to_proto(self._engine.stats())
+            worker_id=self.worker_id, model=self._primary, load=convert.load_to_proto(engine.stats()),
+            prewarm_hits=metrics.hits, prewarm_wasted=metrics.wasted, prewarm_wasted_s=metrics.wasted_idle_s,
         )
+
+
+def _prewarm_reply(result: PrewarmResult) -> worker_pb2.PrewarmResponse:
+    return worker_pb2.PrewarmResponse(status=_STATUS_TO_PROTO[result.status], warmup_s=result.warmup_s, detail=result.reason)

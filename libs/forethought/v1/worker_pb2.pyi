@@ -33,7 +33,7 @@ PREWARM_STATUS_UNSUPPORTED: PrewarmStatus
 PREWARM_STATUS_FAILED: PrewarmStatus
 
 class WorkerServiceGenerateRequest(_message.Message):
-    __slots__ = ("request_id", "prompt_token_ids", "max_tokens", "sampling", "service_class", "slo", "priority", "lora_adapter")
+    __slots__ = ("request_id", "prompt_token_ids", "max_tokens", "sampling", "service_class", "slo", "priority", "lora_adapter", "model")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -42,6 +42,7 @@ class WorkerServiceGenerateRequest(_message.Message):
     SLO_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     LORA_ADAPTER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
     max_tokens: int
@@ -50,7 +51,8 @@ class WorkerServiceGenerateRequest(_message.Message):
     slo: _common_pb2.ServiceLevelObjective
     priority: int
     lora_adapter: str
-    def __init__(self, request_id: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., max_tokens: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., service_class: _Optional[_Union[_common_pb2.ServiceClass, str]] = ..., slo: _Optional[_Union[_common_pb2.ServiceLevelObjective, _Mapping]] = ..., priority: _Optional[int] = ..., lora_adapter: _Optional[str] = ...) -> None: ...
+    model: str
+    def __init__(self, request_id: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., max_tokens: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., service_class: _Optional[_Union[_common_pb2.ServiceClass, str]] = ..., slo: _Optional[_Union[_common_pb2.ServiceLevelObjective, _Mapping]] = ..., priority: _Optional[int] = ..., lora_adapter: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
 
 class WorkerServiceGenerateResponse(_message.Message):
     __slots__ = ("request_id", "token_ids", "text", "finish_reason", "usage")
@@ -79,18 +81,18 @@ class AbortResponse(_message.Message):
     def __init__(self, aborted: _Optional[bool] = ...) -> None: ...
 
 class PrewarmRequest(_message.Message):
-    __slots__ = ("kind", "prefix_token_ids", "target", "launcher", "ttl_s")
+    __slots__ = ("kind", "prefix_token_ids", "target", "model", "lora_path")
     KIND_FIELD_NUMBER: _ClassVar[int]
     PREFIX_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
-    LAUNCHER_FIELD_NUMBER: _ClassVar[int]
-    TTL_S_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    LORA_PATH_FIELD_NUMBER: _ClassVar[int]
     kind: PrewarmKind
     prefix_token_ids: _containers.RepeatedScalarFieldContainer[int]
     target: str
-    launcher: str
-    ttl_s: float
-    def __init__(self, kind: _Optional[_Union[PrewarmKind, str]] = ..., prefix_token_ids: _Optional[_Iterable[int]] = ..., target: _Optional[str] = ..., launcher: _Optional[str] = ..., ttl_s: _Optional[float] = ...) -> None: ...
+    model: str
+    lora_path: str
+    def __init__(self, kind: _Optional[_Union[PrewarmKind, str]] = ..., prefix_token_ids: _Optional[_Iterable[int]] = ..., target: _Optional[str] = ..., model: _Optional[str] = ..., lora_path: _Optional[str] = ...) -> None: ...
 
 class PrewarmResponse(_message.Message):
     __slots__ = ("status", "warmup_s", "detail")
