@@ -1,0 +1,54 @@
+"""Benchmarks by name: ``forethought bench <name> [args]`` runs ``BENCHMARKS[name](args)``.
+
+Each benchmark is a module ``forethought.bench.<name>`` with ``main(argv: list[str]) -> int`` that writes a
+Markdown table and PNG plots under ``docs/results/<name>/`` (see ``forethought.bench.report``) and prints
+the table. Modules are imported only when their benchmark runs, so listing them stays fast.
+Adding a benchmark is one line in ``BENCHMARKS``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+
+BenchmarkMain = Callable[[list[str]], int]
+
+
+def lazy_main(module: str) -> BenchmarkMain:
+    """``module.main``, imported on the first call."""
+
+    def run(argv: list[str]) -> int:
+        return int(importlib.import_module(module).main(argv))
+
+    run.__qualname__ = f"{module}.main"
+    return run
+
+
+BENCHMARKS: dict[str, BenchmarkMain] = {
+    "bros": lazy_main("forethought.bench.bros"),
+    "e2": lazy_main("forethought.bench.e2"),
+    "placement": lazy_main("forethought.bench.placement"),
+    "sim": lazy_main("forethought.bench.sim_speed"),
+}
+
+
+def run_benchmark(name: str, argv: list[str]) -> int:
+    """Runs benchmark ``name`` with its own arguments; returns its exit status."""
+    if name not in BENCHMARKS:
+        raise KeyError(f"unknown benchmark {name!r}; known: {', '.join(sorted(BENCHMARKS))}")
+    return BENCHMARKS[name](argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The ``forethought bench`` command: ``<name> [args]``, or ``--help`` for the list."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print("usage: forethought bench <name> [--help | benchmark arguments]\n\nbenchmarks:")
+        for name in sorted(BENCHMARKS):
+            print(f"  {name}")
+        return 0 if args else 2
+    if args[0] not in BENCHMARKS:
+        print(f"unknown benchmark {args[0]!r}; known: {', '.join(sorted(BENCHMARKS))}", file=sys.stderr)
+        return 2
+    return run_benchmark(args[0], args[1:])

@@ -1,0 +1,77 @@
+"""``forethought bench sim``: how fast the discrete-event simulator replays a trace (Preble section 5's
+simulator use; the speed that makes policy sweeps cheap).
+
+Replays the first N requests of the Azure conversation trace on a cluster of engine cores and reports wall
+time against simulated time, with the share of wall time spent inside ``EngineCore.step``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from forethought.bench.report import ResultTable, add_output_argument, write_table
+from forethought.costmodel import CostModelExecutor
+from forethought.engine.core import EngineConfig, EngineCore, StepOutput
+from forethought.sim.config import ClusterConfig, build_simulator
+from forethought.workloads.azure import azure_trace_path, load_azure_trace
+from forethought.workloads.workload import Workload
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="forethought bench sim", description=__doc__.split("\n")[0])
+    parser.add_argument("--requests", type=int, default=None, help="requests to replay (default 10000)")
+    parser.add_argument("--engines", type=int, default=4)
+    parser.add_argument("--router", default="least_load")
+    parser.add_argument("--profile", default="llama-13b-a100")
+    parser.add_argument("--data-dir", type=Path, default=None, help="trace directory (default ../shared/data)")
+    parser.add_argument("--quick", action="store_true", help="1,000 requests")
+    add_output_argument(parser, "sim")
+    args = parser.parse_args(list(argv))
+    args.requests = args.requests or (1000 if args.quick else 10_000)
+    return args
+
+
+@dataclass
+class StepTimer:
+    """Wall time spent inside ``EngineCore.step`` across every engine."""
+
+    seconds: float = 0.0
+    steps: int = 0
+
+
+class TimedEngineCore(EngineCore):
+    """The engine core, adding the wall time of each iteration to a shared ``StepTimer``."""
+
+    def __init__(self, config: EngineConfig, executor: CostModelExecutor, timer: StepTimer) -> None:
+        super().__init__(config, executor)
+        self.timer = timer
+
+    def step(self, now: float) -> StepOutput:
+        started = time.perf_counter()
+        output = super().step(now)
+        self.timer.seconds += time.perf_counter() - started
+        self.timer.steps += 1
+        return output
+
+
+def main(argv: Sequence[str]) -> int:
+    args = parse_args(argv)
+    requests = load_azure_trace(azure_trace_path("conv", args.data_dir), limit=args.requests)
+    config = ClusterConfig(engines=args.engines, profile=args.profile, router=args.router)
+    timer = StepTimer()
+    simulator = build_simulator(Workload(requests=tuple(requests)), config,
+                                engine_factory=lambda engine, executor: TimedEngineCore(engine, executor, timer))
+    started = time.perf_counter()
+    result = simulator.run()
+    wall = time.perf_counter() - started
+    table = ResultTable(["requests", "engines", "router", "simulated (s)", "wall (s)", "simulated / wall",
+                         "events", "engine steps", "wall in EngineCore.step", "unfinished"],
+                        title="Simulator speed")
+    table.add(len(requests), args.engines, args.router, result.end_s, wall, result.end_s / wall,
+              result.events, timer.steps, f"{100 * timer.seconds / wall:.0f}%", result.unfinished)
+    write_table(args.out / "table.md", [table], f"Command: `forethought bench sim {' '.join(argv)}`")
+    return 0

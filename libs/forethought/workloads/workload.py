@@ -1,0 +1,145 @@
+"""What the simulator replays: requests, multi-turn conversations and closed-loop batches (BROS section 7.1).
+
+A prompt is stored as a short list of ``TokenSegment``s rather than token ids: each segment expands into a
+deterministic run of token ids, so ten thousand 1,000-token prompts cost kilobytes until they arrive, and
+two prompts built from equal segments share an exact token prefix (which is what the prefix cache sees).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from forethought.engine.backend import ServiceClass
+
+VOCAB_LOW = 100
+"""Token ids are drawn from [VOCAB_LOW, VOCAB_HIGH); low ids are left to special tokens."""
+VOCAB_HIGH = 32_000
+
+
+@dataclass(frozen=True)
+class TokenSegment:
+    """``length`` tokens of the deterministic stream named by (``namespace``, ``key``).
+
+    A shorter segment of the same stream is a prefix of a longer one.
+    """
+
+    namespace: str
+    key: int
+    length: int
+
+    def token_ids(self) -> list[int]:
+        if self.length <= 0:
+            return []
+        seed = (zlib.crc32(self.namespace.encode()), self.key)
+        rng = np.random.default_rng(seed)
+        return rng.integers(VOCAB_LOW, VOCAB_HIGH, self.length).tolist()  # type: ignore[no-any-return]
+
+
+def expand_segments(segments: Sequence[TokenSegment]) -> tuple[int, ...]:
+    """The token ids of a prompt made of ``segments``, in order."""
+    token_ids: list[int] = []
+    for segment in segments:
+        token_ids.extend(segment.token_ids())
+    return tuple(token_ids)
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    """One request of a workload: its arrival, prompt, output length and service class.
+
+    ``output_tokens`` is the length the request will generate (traces record it; the engine is told to
+    ignore EOS and stop there). SLOs of 0 mean none.
+    """
+
+    request_id: str
+    arrival_s: float
+    prompt: tuple[TokenSegment, ...]
+    output_tokens: int
+    service_class: ServiceClass = ServiceClass.RT
+    ttft_slo_s: float = 0.0
+    tpot_slo_s: float = 0.0
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(segment.length for segment in self.prompt)
+
+    def prompt_token_ids(self) -> tuple[int, ...]:
+        return expand_segments(self.prompt)
+
+    def at(self, arrival_s: float) -> TraceRequest:
+        """The same request arriving at ``arrival_s``."""
+        return replace(self, arrival_s=arrival_s)
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A multi-turn chat: turn ``i + 1`` arrives ``think_time_s`` after turn ``i`` completes.
+
+    Each turn's prompt already contains the earlier turns (user and assistant messages), so consecutive
+    turns share a prefix. The ``arrival_s`` of turns after the first is ignored.
+    """
+
+    conversation_id: str
+    start_s: float
+    turns: tuple[TraceRequest, ...]
+    think_time_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ClosedLoopBatches:
+    """Best-effort batches, each submitted when every request of the previous one has completed.
+
+    Lengths are uniform over the inclusive ranges (BROS section 7.1: prompts 512-1024, outputs 32-128).
+    No batch is submitted once ``max_batches`` were, or at or after ``stop_s``; with neither set the
+    source is endless and the simulation needs a horizon.
+    """
+
+    name: str
+    batch_size: int
+    prompt_tokens: tuple[int, int] = (512, 1024)
+    output_tokens: tuple[int, int] = (32, 128)
+    start_s: float = 0.0
+    max_batches: int | None = None
+    stop_s: float | None = None
+    seed: int = 0
+    service_class: ServiceClass = ServiceClass.BE
+
+    @property
+    def is_endless(self) -> bool:
+        return self.max_batches is None and self.stop_s is None
+
+    def submits(self, index: int, now: float) -> bool:
+        """Whether batch ``index`` is still submitted when it comes due at ``now``."""
+        if self.max_batches is not None and index >= self.max_batches:
+            return False
+        return self.stop_s is None or now < self.stop_s
+
+    def batch(self, index: int, submitted_s: float) -> list[TraceRequest]:
+        """Batch number ``index``, arriving at ``submitted_s``; the same index gives the same batch."""
+        rng = np.random.default_rng((self.seed, index))
+        prompt_lengths = rng.integers(self.prompt_tokens[0], self.prompt_tokens[1] + 1, self.batch_size)
+        output_lengths = rng.integers(self.output_tokens[0], self.output_tokens[1] + 1, self.batch_size)
+        return [
+            TraceRequest(
+                request_id=f"{self.name}-b{index}-{position}",
+                arrival_s=submitted_s,
+                prompt=(TokenSegment(f"{self.name}/{self.seed}", index * self.batch_size + position,
+                                     int(prompt_lengths[position])),),
+                output_tokens=int(output_lengths[position]),
+                service_class=self.service_class,
+            )
+            for position in range(self.batch_size)
+        ]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Everything one simulation replays; the three sources can be mixed freely."""
+
+    requests: tuple[TraceRequest, ...] = ()
+    conversations: tuple[Conversation, ...] = ()
+    batches: tuple[ClosedLoopBatches, ...] = ()

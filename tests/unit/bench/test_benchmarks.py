@@ -1,0 +1,20 @@
+from forethought.bench import run_benchmark
+
+
+def test_bros_benchmark_writes_its_table_and_plots(tmp_path, capsys) -> None:
+    status = run_benchmark("bros", ["--rates", "1", "--duration", "4", "--be-batch", "4",
+                                    "--out", str(tmp_path)])
+    assert status == 0
+    table = (tmp_path / "table.md").read_text()
+    assert "### BROS side by side" in table and "| fcfs | 1 |" in table and "| round-robin | mean |" in table
+    assert "RT lengths: sharegpt" in table
+    for name in ("normalized_latency", "be_throughput", "ttft_attainment", "tpot_attainment"):
+        assert (tmp_path / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    assert "### Per run" in capsys.readouterr().out
+
+
+def test_sim_benchmark_reports_speed(tmp_path) -> None:
+    assert run_benchmark("sim", ["--requests", "30", "--engines", "2", "--out", str(tmp_path)]) == 0
+    rows = (tmp_path / "table.md").read_text().splitlines()
+    assert rows[-1].startswith("| 30 | 2 | least_load |")
+    assert rows[-1].endswith("| 0 |")  # nothing left unfinished
