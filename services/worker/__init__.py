@@ -93,14 +93,15 @@ def build_engine(settings: Settings, model: str) -> EngineBackend:
 class WorkerShell:
     grpc_service_name = "forethought.v1.WorkerService"
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, lifecycle: ModelLifecycle | None = None) -> None:
+        """``lifecycle``: engines already built by the caller; by default, engines of ``settings.engine``."""
         from forethought.prefix.redis_index import RedisPrefixIndex
 
         self._settings = settings
         self._redis = aioredis.from_url(settings.redis_url)
         self._registry = WorkerRegistry(self._redis, settings.namespace, ttl_s=settings.heartbeat_ttl_s)
         self._index = RedisPrefixIndex(self._redis, settings.namespace)
-        lifecycle = ModelLifecycle(lambda model: build_engine(settings, model))
+        lifecycle = lifecycle or ModelLifecycle(lambda model: build_engine(settings, model))
         tools = [ProcessPoolSandbox(), DockerContainerLauncher(settings.tool_container_image)]
         self._agent = PrewarmAgent(lifecycle, {tool.kind: tool for tool in tools}, ttl_s=settings.prewarm_ttl_s)
         self._servicer = WorkerServicer(self._agent, settings.model)

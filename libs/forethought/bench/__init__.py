@@ -30,6 +30,7 @@ BENCHMARKS: dict[str, BenchmarkMain] = {
     "e2": lazy_main("forethought.bench.e2"),
     "placement": lazy_main("forethought.bench.placement"),
     "sim": lazy_main("forethought.bench.sim_speed"),
+    "worker-overhead": lazy_main("forethought.bench.worker_overhead"),
 }
 
 

@@ -1,11 +1,13 @@
-"""Benchmark ``worker_overhead``: what the worker's engine layer costs over bare vLLM (DESIGN.md, Engines).
+"""Benchmark ``worker-overhead``: what the worker and the mesh cost over bare vLLM (DESIGN.md, Engines).
 
-One vLLM engine, one workload, two (or more) ways in, measured side by side in one run: vLLM's
-``AsyncLLM.generate`` called directly, and the same engine through ``VllmEngineBackend``. Any other
-``EngineBackend`` (the worker's gRPC client, for one) plugs in as another target. Every request has a
-distinct random prompt so the prefix cache favours no target; rounds alternate the order of targets.
+One vLLM engine, one workload, four ways in, measured side by side in one run: vLLM's
+``AsyncLLM.generate`` called directly; the same engine through ``VllmEngineBackend``; through the
+worker's gRPC service; and through the whole mesh (scheduler -> worker, with Redis, the registry and
+the prefix index). The worker and scheduler run in this process over the same engine, so the gRPC rows
+carry their serialization and scheduling on the same cores. Every request has a distinct random prompt
+so the prefix cache favours no target; rounds alternate the order of targets.
 
-``forethought bench worker_overhead [--concurrency 1 4 16] [--rounds 2]``; goal: throughput within 5%
+``forethought bench worker-overhead [--concurrency 1 4 16] [--rounds 2]``; goal: throughput within 5%
 of bare vLLM, TTFT within 10 ms.
 """
 
@@ -18,12 +20,17 @@ import random
 import statistics
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from forethought.bench.report import LineSeries, ResultTable, add_output_argument, line_plot, write_table
+from forethought.cluster.redis_server import start_redis
 from forethought.engine.backend import EngineBackend, GenerationRequest, SamplingParams
+from forethought.prewarm import ModelLifecycle
+from forethought.rpc.channels import open_channel
+from forethought.rpc.server import running_service
+from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,42 @@ class BackendTarget:
         return RequestTiming(ttft, tokens)
 
 
+class GrpcStreamTarget:
+    """A server-streaming Generate over gRPC (the worker service or the scheduler)."""
+
+    def __init__(self, name: str, open_stream: Callable[[tuple[int, ...], int], AsyncIterator[Any]]) -> None:
+        self.name = name
+        self._open_stream = open_stream
+
+    async def run(self, prompt: tuple[int, ...], max_tokens: int) -> RequestTiming:
+        started = time.perf_counter()
+        ttft = 0.0
+        tokens = 0
+        async for reply in self._open_stream(prompt, max_tokens):
+            if tokens == 0 and reply.token_ids:
+                ttft = time.perf_counter() - started
+            tokens += len(reply.token_ids)
+        return RequestTiming(ttft, tokens)
+
+
+def worker_target(stub: worker_pb2_grpc.WorkerServiceStub) -> GrpcStreamTarget:
+    def open_stream(prompt: tuple[int, ...], max_tokens: int) -> AsyncIterator[Any]:
+        return stub.Generate(worker_pb2.WorkerServiceGenerateRequest(
+            request_id=uuid.uuid4().hex, prompt_token_ids=prompt, max_tokens=max_tokens,
+            sampling=common_pb2.SamplingParams(temperature=0.0, ignore_eos=True)))
+
+    return GrpcStreamTarget("worker gRPC", open_stream)
+
+
+def mesh_target(stub: scheduler_pb2_grpc.SchedulerServiceStub, model: str) -> GrpcStreamTarget:
+    def open_stream(prompt: tuple[int, ...], max_tokens: int) -> AsyncIterator[Any]:
+        return stub.Generate(scheduler_pb2.GenerateRequest(
+            model=model, token_ids=common_pb2.TokenIds(ids=prompt), max_tokens=max_tokens,
+            sampling=common_pb2.SamplingParams(temperature=0.0, ignore_eos=True)))
+
+    return GrpcStreamTarget("mesh (scheduler -> worker)", open_stream)
+
+
 @dataclass(frozen=True)
 class RoundResult:
     target: str
@@ -150,7 +193,7 @@ def summarize(results: Sequence[RoundResult], baseline: str) -> ResultTable:
     table = ResultTable(
         ["concurrency", "target", "output tok/s", "throughput ratio", "mean TTFT ms", "p50 TTFT ms",
          "TTFT delta ms", "front-end CPU ms/request"],
-        title="Same engine, same workload: bare vLLM vs through the worker's engine layer",
+        title="Same engine, same workload: bare vLLM vs the engine layer, the worker service and the mesh",
     )
     for concurrency in sorted({r.concurrency for r in results}):
         by_target = _means(r for r in results if r.concurrency == concurrency)
@@ -178,7 +221,7 @@ def _means(results: Iterable[RoundResult]) -> dict[str, tuple[float, float, floa
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="forethought bench worker_overhead", description=__doc__)
+    parser = argparse.ArgumentParser(prog="forethought bench worker-overhead", description=__doc__)
     parser.add_argument("--model", default="SmolLM2-135M-Instruct")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--rounds", type=int, default=2)
@@ -192,28 +235,43 @@ def _parser() -> argparse.ArgumentParser:
 
 async def _run(args: argparse.Namespace) -> int:
     from forethought.engine.vllm_backend import VllmEngineBackend, VllmEngineOptions
+    from forethought.services.scheduler import Settings as SchedulerSettings
+    from forethought.services.worker import Settings as WorkerSettings
+    from forethought.services.worker import WorkerShell
 
-    backend = VllmEngineBackend(VllmEngineOptions(model=args.model, kv_cache_gib=args.kv_cache_gib))
-    await backend.start()
+    options = VllmEngineOptions(model=args.model, kv_cache_gib=args.kv_cache_gib)
+    lifecycle = ModelLifecycle(lambda model: VllmEngineBackend(options))
+    redis = start_redis()
+    common = {"port": 0, "redis_url": redis.url, "namespace": f"bench-{uuid.uuid4().hex[:8]}"}
+    worker_settings = WorkerSettings(engine="vllm", model=args.model, worker_id="bench-worker", **common)
     try:
-        direct = DirectVllmTarget(backend.engine)
-        # One untimed request per target pays first-call costs (lazy loop tasks, kernels).
-        for target in (direct, BackendTarget(backend)):
-            await target.run(tuple(range(200, 264)), 4)
-        results = await compare(
-            [direct, BackendTarget(backend)], args.concurrency, args.rounds,
-            args.prompt_tokens, args.output_tokens, args.seed,
-        )
+        await lifecycle.load(args.model)
+        backend = lifecycle.engine(args.model)
+        assert isinstance(backend, VllmEngineBackend)
+        async with running_service("worker", worker_settings, WorkerShell(worker_settings, lifecycle)) as worker_address, \
+                running_service("scheduler", SchedulerSettings(router="round_robin", policy="fcfs", **common)) as scheduler_address, \
+                open_channel(worker_address) as worker_channel, open_channel(scheduler_address) as scheduler_channel:
+            targets: list[Target] = [
+                DirectVllmTarget(backend.engine), BackendTarget(backend),
+                worker_target(worker_pb2_grpc.WorkerServiceStub(worker_channel)),
+                mesh_target(scheduler_pb2_grpc.SchedulerServiceStub(scheduler_channel), args.model),
+            ]
+            # One untimed request per target pays first-call costs (lazy loop tasks, kernels, channels).
+            for target in targets:
+                await target.run(tuple(range(200, 264)), 4)
+            results = await compare(targets, args.concurrency, args.rounds, args.prompt_tokens, args.output_tokens, args.seed)
+            start_seconds = backend.start_seconds
+            del targets, backend
     finally:
-        await backend.stop()
-        del direct
+        await lifecycle.stop_all()
+        redis.stop()
         # AsyncLLM sits in reference cycles; collect it now, not during interpreter teardown.
         gc.collect()
     engine_table = ResultTable(["engine start s", "single-stream output tok/s"], title="vLLM on this CPU")
     single = [r.tokens_per_s for r in results if r.concurrency == 1]
-    engine_table.add(backend.start_seconds, statistics.fmean(single) if single else None)
+    engine_table.add(start_seconds, statistics.fmean(single) if single else None)
     write_table(args.out / "results.md", [summarize(results, DirectVllmTarget.name), engine_table],
-                preamble=f"`forethought bench worker_overhead {' '.join(_argv_echo(args))}`")
+                preamble=f"`forethought bench worker-overhead {' '.join(_argv_echo(args))}`")
     means = {c: _means(r for r in results if r.concurrency == c) for c in sorted(args.concurrency)}
     series = [
         LineSeries(name, list(means), [means[c][name][0] for c in means])

@@ -85,9 +85,12 @@ def service_module(name: str) -> ModuleType:
 
 
 @asynccontextmanager
-async def running_service(name: str, settings: ServiceSettings) -> AsyncIterator[str]:
-    """Runs service ``name`` in this event loop; yields its address; stops it gracefully on exit."""
-    service: Service = service_module(name).build(settings)
+async def running_service(name: str, settings: ServiceSettings, service: Service | None = None) -> AsyncIterator[str]:
+    """Runs service ``name`` in this event loop; yields its address; stops it gracefully on exit.
+
+    ``service``: a shell built by the caller (a benchmark sharing one engine), instead of ``build(settings)``.
+    """
+    service = service if service is not None else service_module(name).build(settings)
     server = grpc.aio.server(
         interceptors=[aio_server_interceptor(), StatusInterceptor()],
         options=[("grpc.max_send_message_length", MAX_MESSAGE_BYTES), ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)],

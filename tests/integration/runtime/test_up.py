@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from forethought.cluster.redis_server import free_port
 
@@ -72,3 +73,32 @@ def test_up_generate_status_and_ctrl_c_leaves_no_process(tmp_path: Path):
     alive = [child for child in children if child.is_running() and child.status() != psutil.STATUS_ZOMBIE]
     assert alive == [], f"left running: {[child.cmdline() for child in alive]}"
     assert not (tmp_path / "up.json").exists()
+
+
+@pytest.mark.slow
+def test_up_with_the_vllm_engine_serves_real_text_through_the_mesh(tmp_path: Path):
+    base = free_port_block(20)
+    env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path)}
+    up = subprocess.Popen(
+        [sys.executable, "-m", "forethought.cli", "up", "--workers", "1", "--engine", "vllm", "--base-port", str(base)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )
+    output: list[str] = []
+    try:
+        for line in up.stdout:
+            output.append(line)
+            if line.startswith("ready in"):
+                break
+        assert output and output[-1].startswith("ready in"), "".join(output)
+        time.sleep(1.0)
+        generated = subprocess.run(
+            [sys.executable, "-m", "forethought.cli", "generate", "The capital of France is", "--max-tokens", "8",
+             "--scheduler", f"127.0.0.1:{base}"],
+            capture_output=True, text=True, timeout=120, env=env,
+        )
+        assert generated.returncode == 0, generated.stderr
+        assert "Paris" in generated.stdout
+    finally:
+        up.send_signal(signal.SIGINT)
+        up.communicate(timeout=120)
+    assert up.returncode == 0
