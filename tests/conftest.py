@@ -74,6 +74,17 @@ def wait_serving(address: str, timeout_s: float, process: subprocess.Popen[bytes
     return False
 
 
+@pytest.fixture(scope="session")
+def quick_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny predictor trained on a few hundred real ShareGPT samples (the ``--quick`` config)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from forethought.predict.train import QUICK, train
+
+    directory = tmp_path_factory.mktemp("predictor") / "model"
+    train(QUICK, directory, progress=False)
+    return directory
+
+
 @pytest.fixture(name="wait_serving")
 def wait_serving_fixture() -> Callable[..., bool]:
     return wait_serving

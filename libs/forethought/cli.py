@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import sys
+from pathlib import Path
 
 import grpc
 
@@ -20,9 +21,16 @@ def _up(args: argparse.Namespace) -> int:
     if args.workers < 1:
         print("forethought up: --workers must be >= 1", file=sys.stderr)
         return 2
+    from forethought.predict.train import DEFAULT_ARTIFACT_DIR
+
+    predictor = Path(args.predictor_model or DEFAULT_ARTIFACT_DIR).expanduser()
+    if not (predictor / "config.json").is_file():
+        print(f"no trained predictor in {predictor}: requests are ordered FCFS "
+              "(`forethought train-predictor` trains one)", flush=True)
     return run_up(UpOptions(
         workers=args.workers, engine=args.engine, model=args.model, base_port=args.base_port,
-        router=args.router, sim_speedup=args.sim_speedup, log_format=args.log_format,
+        router=args.router, policy=args.policy, sim_speedup=args.sim_speedup, log_format=args.log_format,
+        predictor_model=predictor if (predictor / "config.json").is_file() else None,
     ))
 
 
@@ -90,7 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--engine", choices=("sim", "vllm"), default="sim")
     up.add_argument("--model", default="SmolLM2-135M-Instruct")
     up.add_argument("--base-port", type=int, default=50051, help="scheduler port; the others follow it")
-    up.add_argument("--router", default="round_robin")
+    up.add_argument("--router", default="e2", help="placement policy (docs/routing.md)")
+    up.add_argument("--policy", default="ssjf", help="queue order (docs/queueing.md)")
+    up.add_argument("--predictor-model", default=None, help="trained predictor folder; default ~/.cache/forethought/predictor")
     up.add_argument("--sim-speedup", type=float, default=1.0)
     up.add_argument("--log-format", choices=("text", "json"), default="text")
 
@@ -105,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="health of every service and worker")
     status.add_argument("--scheduler", default=DEFAULT_SCHEDULER)
 
+    commands.add_parser("train-predictor", help="train the output-length predictor (forethought train-predictor --help)", add_help=False)
     bench = commands.add_parser("bench", help="run a named benchmark (forethought bench NAME --help)", add_help=False)
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     return parser
@@ -117,6 +128,10 @@ def main(argv: list[str] | None = None) -> int:
         from forethought.rpc.server import main as serve_main
 
         return serve_main(argv[1], argv[2:])
+    if argv[:1] == ["train-predictor"]:
+        from forethought.predict.train import main as train_main
+
+        return train_main(argv[1:])
     if argv[:1] == ["bench"]:
         from forethought.bench import main as bench_main
 

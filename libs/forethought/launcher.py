@@ -35,7 +35,9 @@ class UpOptions:
     engine: str = "sim"
     model: str = "SmolLM2-135M-Instruct"
     base_port: int = 50051
-    router: str = "round_robin"
+    router: str = "e2"
+    policy: str = "ssjf"
+    predictor_model: Path | None = None  # a trained predictor folder; None runs without (FCFS, degraded)
     sim_speedup: float = 1.0
     start_timeout_s: float = 180.0
     log_format: str = "text"
@@ -73,8 +75,12 @@ class Cluster:
 def plan_services(options: UpOptions, redis_url: str) -> list[tuple[str, str, list[str]]]:
     """(name, address, argv) of every process to start, in start order: backends, workers, scheduler."""
     common = ["--redis-url", redis_url, "--log-format", options.log_format]
-    port = iter(range(options.base_port + 1, options.base_port + 100))
-    plan = [(name, f"127.0.0.1:{next(port)}", [name]) for name in ("tokenizer", "demand", "planner")]
+    plan = [(name, f"127.0.0.1:{options.base_port + offset}", [name])
+            for offset, name in enumerate(("tokenizer", "predictor", "demand", "planner"), start=1)]
+    if options.predictor_model is None:
+        plan.pop(1)
+    else:
+        plan[1] = ("predictor", plan[1][1], ["predictor", "--model-dir", str(options.predictor_model)])
     worker_port = options.base_port + 10
     for index in range(options.workers):
         address = f"127.0.0.1:{worker_port + index}"
@@ -82,8 +88,9 @@ def plan_services(options: UpOptions, redis_url: str) -> list[tuple[str, str, li
             "worker", "--engine", options.engine, "--model", options.model, "--worker-id", f"worker-{index}",
             "--sim-speedup", str(options.sim_speedup), *options.extra_worker_args,
         ]))
+    predictor = [f"--predictor-address={address}" for name, address, _ in plan if name == "predictor"]
     plan.append(("scheduler", f"127.0.0.1:{options.base_port}", [
-        "scheduler", "--tokenizer-address", plan[0][1], "--router", options.router,
+        "scheduler", "--tokenizer-address", plan[0][1], *predictor, "--router", options.router, "--policy", options.policy,
     ]))
     return [(name, address, [*argv, "--port", address.rpartition(":")[2], *common]) for name, address, argv in plan]
 

@@ -1,0 +1,103 @@
+"""Predictor: output-length forecasts from the SSJF proxy model (paper 002), as distributions.
+
+Concurrent ``Predict`` calls share one model forward (a small wait window); ``Observe`` feeds the
+length cache and the refit store; ``Reload`` swaps a model in atomically while predictions run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from forethought.config import ConfigError, ServiceSettings, option
+from forethought.predict import BatchingPredictor, InvalidPrompt, LengthForecast, Predictor
+from forethought.predict.train import DEFAULT_ARTIFACT_DIR, SERVED_MODEL
+from forethought.rpc.errors import FailedPrecondition, InvalidArgument, NotFound, require
+from forethought.rpc.server import PlainService
+from forethought.v1 import predictor_pb2, predictor_pb2_grpc
+
+MAX_PROMPTS = 64
+
+
+@dataclass(frozen=True)
+class Settings(ServiceSettings):
+    port: int = option(50053, "gRPC port; 0 picks a free one")
+    model_dir: str = option(str(DEFAULT_ARTIFACT_DIR), "trained predictor folder (forethought train-predictor)")
+    observations_path: str = option("", "JSONL file keeping observed lengths across restarts; empty = in memory")
+    max_batch: int = option(32, "prompts in one model forward")
+    max_wait_ms: float = option(5.0, "how long a call waits for others to share its forward")
+
+    def validate(self) -> None:
+        super().validate()
+        if not (Path(self.model_dir).expanduser() / "config.json").is_file():
+            raise ConfigError("model_dir", "must hold a trained predictor (run `forethought train-predictor`)", self.model_dir)
+        if self.max_batch < 1:
+            raise ConfigError("max_batch", "must be >= 1", self.max_batch)
+        if self.max_wait_ms < 0:
+            raise ConfigError("max_wait_ms", "must be >= 0", self.max_wait_ms)
+
+
+def distribution_to_proto(forecast: LengthForecast) -> predictor_pb2.LengthDistribution:
+    return predictor_pb2.LengthDistribution(
+        mean=forecast.mean,
+        quantiles=[predictor_pb2.Quantile(percent=percent, tokens=tokens) for percent, tokens in sorted(forecast.quantiles.items())],
+        bucket=forecast.bucket, histogram=list(forecast.histogram), bucket_edges=list(forecast.bucket_edges),
+        source=predictor_pb2.PREDICTION_SOURCE_LENGTH_CACHE if forecast.source == "cache" else predictor_pb2.PREDICTION_SOURCE_MODEL,
+    )
+
+
+class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
+    def __init__(self, predictor: Predictor, batching: BatchingPredictor) -> None:
+        self._predictor = predictor
+        self._batching = batching
+        self._reloading = asyncio.Lock()
+
+    async def Predict(self, request: predictor_pb2.PredictRequest, context: grpc.aio.ServicerContext) -> predictor_pb2.PredictResponse:
+        require(1 <= len(request.prompts) <= MAX_PROMPTS, "prompts", f"must hold 1..{MAX_PROMPTS} prompts")
+        if request.model and request.model != SERVED_MODEL:
+            raise NotFound(f"model: forecasts count {SERVED_MODEL} tokens; {request.model!r} has no predictor")
+        try:
+            forecasts = await self._batching.predict_many(list(request.prompts))
+        except InvalidPrompt as error:
+            raise InvalidArgument(error.field, error.rule) from error
+        return predictor_pb2.PredictResponse(
+            forecasts=[distribution_to_proto(forecast) for forecast in forecasts], model_version=str(self._predictor.version)
+        )
+
+    async def Observe(self, request: predictor_pb2.ObserveRequest, context: grpc.aio.ServicerContext) -> predictor_pb2.ObserveResponse:
+        require(request.output_tokens >= 0, "output_tokens", "must be >= 0")
+        try:
+            await asyncio.to_thread(self._predictor.observe, request.prompt, request.output_tokens)
+        except InvalidPrompt as error:
+            raise InvalidArgument(error.field, error.rule) from error
+        return predictor_pb2.ObserveResponse(stored=len(self._predictor.store))
+
+    async def Reload(self, request: predictor_pb2.ReloadRequest, context: grpc.aio.ServicerContext) -> predictor_pb2.ReloadResponse:
+        source = request.WhichOneof("source")
+        require(source is not None, "source", "one of model_dir or refit_head is required")
+        async with self._reloading:  # one swap at a time; predictions go on meanwhile
+            if source == "model_dir":
+                folder = Path(request.model_dir).expanduser()
+                require((folder / "config.json").is_file(), "model_dir", "must be a trained predictor folder")
+                version = await asyncio.to_thread(self._predictor.reload, folder)
+            else:
+                require(request.refit_head, "refit_head", "must be true when set")
+                try:
+                    await asyncio.to_thread(self._predictor.refit)
+                except ValueError as error:
+                    raise FailedPrecondition(f"refit_head: {error}") from error
+                version = self._predictor.version
+        return predictor_pb2.ReloadResponse(model_version=str(version))
+
+
+def build(settings: Settings) -> PlainService:
+    observations = Path(settings.observations_path).expanduser() if settings.observations_path else None
+    predictor = Predictor.load(Path(settings.model_dir).expanduser(), observations_path=observations)
+    batching = BatchingPredictor(predictor.predict, max_batch=settings.max_batch, max_wait_s=settings.max_wait_ms / 1000)
+    return PlainService(
+        "forethought.v1.PredictorService", predictor_pb2_grpc.add_PredictorServiceServicer_to_server,
+        PredictorServicer(predictor, batching),
+    )

@@ -1,0 +1,56 @@
+"""The predictor service as a real process over a real (quick-trained) proxy model."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from forethought.v1 import predictor_pb2, predictor_pb2_grpc
+
+PROMPTS = ["Write a haiku about autumn.", "Explain, step by step, how a compiler turns source code into machine code."]
+
+
+@pytest.fixture
+def stub(start_service, quick_artifact, tmp_path):
+    service = start_service("predictor", "--model-dir", str(quick_artifact),
+                            "--observations-path", str(tmp_path / "observations.jsonl"), timeout_s=120)
+    with grpc.insecure_channel(service.address) as channel:
+        yield predictor_pb2_grpc.PredictorServiceStub(channel)
+
+
+def test_predict_answers_a_distribution_per_prompt(stub):
+    reply = stub.Predict(predictor_pb2.PredictRequest(prompts=PROMPTS), timeout=60)
+    assert len(reply.forecasts) == 2
+    for forecast in reply.forecasts:
+        tokens = [quantile.tokens for quantile in forecast.quantiles]
+        assert [quantile.percent for quantile in forecast.quantiles] == sorted(q.percent for q in forecast.quantiles)
+        assert tokens == sorted(tokens) and forecast.mean > 0
+        assert abs(sum(forecast.histogram) - 1.0) < 1e-6
+        assert 0 <= forecast.bucket < len(forecast.histogram)
+        assert forecast.source == predictor_pb2.PREDICTION_SOURCE_MODEL
+    assert reply.model_version
+
+
+def test_an_observed_prompt_is_answered_from_the_length_cache(stub):
+    assert stub.Observe(predictor_pb2.ObserveRequest(prompt=PROMPTS[0], output_tokens=42), timeout=30).stored == 1
+    forecast = stub.Predict(predictor_pb2.PredictRequest(prompts=[PROMPTS[0]]), timeout=60).forecasts[0]
+    assert forecast.source == predictor_pb2.PREDICTION_SOURCE_LENGTH_CACHE
+    assert forecast.mean == 42
+
+
+def test_reload_swaps_the_model_and_bad_input_names_the_field(stub, quick_artifact):
+    assert stub.Reload(predictor_pb2.ReloadRequest(model_dir=str(quick_artifact)), timeout=120).model_version
+    cases = [
+        (lambda: stub.Predict(predictor_pb2.PredictRequest(prompts=[]), timeout=10), "prompts:"),
+        (lambda: stub.Predict(predictor_pb2.PredictRequest(prompts=["ok", "  "]), timeout=10), "prompts[1]:"),
+        (lambda: stub.Observe(predictor_pb2.ObserveRequest(prompt="x", output_tokens=-1), timeout=10), "output_tokens:"),
+        (lambda: stub.Reload(predictor_pb2.ReloadRequest(model_dir="/nowhere"), timeout=10), "model_dir:"),
+    ]
+    for call, field in cases:
+        with pytest.raises(grpc.RpcError) as raised:
+            call()
+        assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert raised.value.details().startswith(field)
+    with pytest.raises(grpc.RpcError) as raised:
+        stub.Reload(predictor_pb2.ReloadRequest(refit_head=True), timeout=30)
+    assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION  # too few observations to refit
