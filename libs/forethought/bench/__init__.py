@@ -29,6 +29,7 @@ BENCHMARKS: dict[str, BenchmarkMain] = {
     "bros": lazy_main("forethought.bench.bros"),
     "e2": lazy_main("forethought.bench.e2"),
     "placement": lazy_main("forethought.bench.placement"),
+    "ssjf": lazy_main("forethought.bench.ssjf"),
     "sim": lazy_main("forethought.bench.sim_speed"),
     "worker-overhead": lazy_main("forethought.bench.worker_overhead"),
 }

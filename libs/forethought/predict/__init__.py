@@ -1,0 +1,28 @@
+"""SSJF output-length predictor: a MiniLM proxy model forecasting a length distribution per prompt."""
+
+from forethought.predict.batching import BatchingPredictor
+from forethought.predict.buckets import QUANTILE_PERCENTS, LengthBuckets, ResidualSpread
+from forethought.predict.forecast import MAX_PROMPT_CHARS, InvalidPrompt, LengthForecast, validate_prompt
+from forethought.predict.forecaster import Forecaster
+from forethought.predict.length_cache import LengthCache
+from forethought.predict.observations import Observation, ObservationStore
+from forethought.predict.predictor import Predictor, PredictorHandle
+from forethought.predict.proxy import Formulation
+
+__all__ = [
+    "MAX_PROMPT_CHARS",
+    "QUANTILE_PERCENTS",
+    "BatchingPredictor",
+    "Forecaster",
+    "Formulation",
+    "InvalidPrompt",
+    "LengthBuckets",
+    "LengthCache",
+    "LengthForecast",
+    "Observation",
+    "ObservationStore",
+    "Predictor",
+    "PredictorHandle",
+    "ResidualSpread",
+    "validate_prompt",
+]

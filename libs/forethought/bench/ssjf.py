@@ -1,0 +1,250 @@
+"""SSJF against FCFS and oracle SJF on held-out ShareGPT requests (SSJF paper section 4.2, Figure 4).
+
+Each request is a held-out ShareGPT turn with its true output length (SmolLM2 tokens) and the trained
+proxy model's real forecast (written by training beside the model, ``heldout.jsonl``); arrivals follow the Azure LLM conversation trace, compressed or stretched
+to each offered load (a share of the mode's saturated FCFS throughput). Three serving modes as in the
+paper, all with max batch size 4:
+
+- no batching and dynamic batching: a server that takes up to ``max_batch`` requests from the global
+  queue (waiting up to ``batch_wait_s`` for a batch to fill) and runs them as one static batch until the
+  longest finishes (Figure 3); iteration times come from the cost model;
+- continuous batching: the cluster simulator with one engine core (iteration-level batching, Orca).
+
+The queue order is the shared ``forethought.queueing`` policy built by name: ``fcfs``, or ``ssjf`` keyed
+by the forecast (SSJF), the forecast with aging (section 6), or the true length (oracle SJF).
+
+    forethought bench ssjf [--model DIR] [--requests 1000] [--continuous-requests 300] [--loads 0.6,0.8,0.95]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from forethought.bench.report import LineSeries, ResultTable, add_output_argument, line_plot, progress, write_table
+from forethought.costmodel import get_profile
+from forethought.costmodel.profiles import CostProfile
+from forethought.engine.core import EngineConfig
+from forethought.queueing import GlobalQueue, QueuedRequest, build_policy
+from forethought.sim.config import ClusterConfig, build_simulator
+from forethought.workloads.azure import azure_trace_path, load_azure_trace
+from forethought.workloads.workload import TokenSegment, TraceRequest, Workload
+
+BLOCK_SIZE = 16
+MODES = ("no batching", "dynamic batching", "continuous batching")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One request: true and forecast output length (served-model tokens)."""
+
+    request_id: str
+    arrival_s: float
+    prompt_tokens: int
+    output_tokens: int
+    forecast_tokens: float
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """A queue order, and which length it sorts by."""
+
+    label: str
+    policy: str
+    use_truth: bool = False
+    aging_rate: float = 0.0
+
+    def key_tokens(self, job: Job) -> float:
+        return float(job.output_tokens) if self.use_truth else job.forecast_tokens
+
+
+def static_batch_duration_s(profile: CostProfile, jobs: Sequence[Job]) -> float:
+    """Prefill every prompt at once, then decode until the longest output ends; finished requests keep
+    their slot (static batching, SSJF Figure 3)."""
+    prompts = sum(job.prompt_tokens for job in jobs)
+    duration = profile.prefill_time(prompts)
+    for step in range(1, max(job.output_tokens for job in jobs)):
+        duration += profile.decode_time(len(jobs), prompts + step * len(jobs))
+    return duration
+
+
+def serve_static_batches(
+    jobs: Sequence[Job], scheduler: Scheduler, max_batch: int, batch_wait_s: float,
+    duration_s: Callable[[Sequence[Job]], float],
+) -> dict[str, float]:
+    """Finish time of each job on one server running static batches in queue order (pure)."""
+    queue = GlobalQueue(build_policy(scheduler.policy, aging_rate=scheduler.aging_rate))
+    by_id = {job.request_id: job for job in jobs}
+    pending = sorted(jobs, key=lambda job: job.arrival_s)
+    finish: dict[str, float] = {}
+    now, next_arrival = 0.0, 0
+    while len(finish) < len(jobs):
+        if not len(queue):
+            now = max(now, pending[next_arrival].arrival_s)
+        next_arrival = _enqueue_until(queue, pending, next_arrival, now, scheduler)
+        oldest = min(request.arrival_s for request in queue.ordered(now))
+        fill_deadline = max(now, oldest + batch_wait_s)
+        while len(queue) < max_batch and next_arrival < len(pending) and pending[next_arrival].arrival_s <= fill_deadline:
+            now = max(now, pending[next_arrival].arrival_s)
+            next_arrival = _enqueue_until(queue, pending, next_arrival, now, scheduler)
+        if len(queue) < max_batch:
+            now = fill_deadline if next_arrival < len(pending) else now
+        batch = [by_id[queue.pop(now).request_id] for _ in range(min(max_batch, len(queue)))]  # type: ignore[union-attr]
+        now += duration_s(batch)
+        finish.update((job.request_id, now) for job in batch)
+    return finish
+
+
+def _enqueue_until(queue: GlobalQueue, pending: Sequence[Job], index: int, now: float, scheduler: Scheduler) -> int:
+    while index < len(pending) and pending[index].arrival_s <= now:
+        job = pending[index]
+        queue.push(QueuedRequest(job.request_id, job.arrival_s, job.prompt_tokens, scheduler.key_tokens(job)), job.arrival_s)
+        index += 1
+    return index
+
+
+def serve_continuous(jobs: Sequence[Job], scheduler: Scheduler, profile: str, max_batch: int) -> dict[str, float]:
+    """Finish times from the cluster simulator: one engine, iteration-level batching of ``max_batch``."""
+    requests = tuple(
+        TraceRequest(job.request_id, job.arrival_s, (TokenSegment("sharegpt-test", index, job.prompt_tokens),), job.output_tokens)
+        for index, job in enumerate(jobs)
+    )
+    keys = {job.request_id: scheduler.key_tokens(job) for job in jobs}
+    # KV room for the batch plus the admitted request; the engine's cost per step grows with its block count
+    longest = max(job.prompt_tokens + job.output_tokens for job in jobs)
+    blocks = (max_batch + 1) * (longest // BLOCK_SIZE + 2)
+    config = ClusterConfig(
+        profile=profile,
+        engine=EngineConfig(num_blocks=blocks, block_size=BLOCK_SIZE, policy="fcfs", max_batch_size=max_batch,
+                            initial_batch_size=max_batch),
+        use_profile_capacity=False,
+        queue_policy=scheduler.policy,
+        queue_options={"aging_rate": scheduler.aging_rate},
+        max_waiting_per_engine=1,  # the global queue, not the engine, decides the order
+    )
+    result = build_simulator(Workload(requests=requests), config, lambda request: keys[request.request_id]).run()
+    return {record.request_id: record.finish_s for record in result.records}
+
+
+def mode_finish_times(mode: str, jobs: Sequence[Job], scheduler: Scheduler, args: argparse.Namespace) -> dict[str, float]:
+    if mode == "continuous batching":
+        return serve_continuous(jobs, scheduler, args.profile, args.max_batch)
+    profile = get_profile(args.profile)
+    max_batch = 1 if mode == "no batching" else args.max_batch
+    wait = 0.0 if mode == "no batching" else args.batch_wait_s
+    return serve_static_batches(jobs, scheduler, max_batch, wait, lambda batch: static_batch_duration_s(profile, batch))
+
+
+def jct_summary(jobs: Sequence[Job], finish: dict[str, float]) -> tuple[float, float]:
+    """Mean and p99 job completion time."""
+    jct = np.asarray([finish[job.request_id] - job.arrival_s for job in jobs])
+    return float(jct.mean()), float(np.percentile(jct, 99))
+
+
+def at_arrivals(jobs: Sequence[Job], arrivals_s: np.ndarray) -> list[Job]:
+    return [Job(j.request_id, float(t), j.prompt_tokens, j.output_tokens, j.forecast_tokens) for j, t in zip(jobs, arrivals_s)]
+
+
+def saturated_throughput(mode: str, jobs: Sequence[Job], args: argparse.Namespace) -> float:
+    """Requests per second under FCFS when every request is already waiting (the mode's capacity)."""
+    finish = mode_finish_times(mode, at_arrivals(jobs, np.zeros(len(jobs))), Scheduler("FCFS", "fcfs"), args)
+    return len(jobs) / max(finish.values())
+
+
+def azure_arrivals(count: int, data_dir: Path | None) -> np.ndarray:
+    """Arrival times of the first ``count`` Azure conversation requests, scaled to 1 request/s on average."""
+    arrivals = np.asarray([request.arrival_s for request in load_azure_trace(azure_trace_path("conv", data_dir), count)])
+    return arrivals * (count / max(arrivals[-1], 1e-9))
+
+
+def load_jobs(model_dir: Path, count: int, seed: int) -> list[Job]:
+    """Held-out ShareGPT requests with the model's forecasts, as scored by training (``heldout.jsonl``)."""
+    from forethought.predict.train import HELDOUT_FILE
+
+    path = Path(model_dir) / HELDOUT_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: train the predictor first (python -m forethought.predict.train)")
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    order = np.random.default_rng(seed).permutation(len(records))[:count]
+    return [
+        Job(f"req-{index}", 0.0, int(records[row]["prompt_tokens"]), int(records[row]["output_tokens"]),
+            float(records[row]["forecast_tokens"]))
+        for index, row in enumerate(order)
+    ]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    from forethought.predict.train import DEFAULT_ARTIFACT_DIR
+
+    parser = argparse.ArgumentParser(prog="forethought bench ssjf", description="SSJF vs FCFS vs oracle SJF")
+    parser.add_argument("--model", type=Path, default=DEFAULT_ARTIFACT_DIR, help="trained predictor folder")
+    parser.add_argument("--requests", type=int, default=1000)
+    parser.add_argument("--continuous-requests", type=int, default=300,
+                        help="requests replayed in the continuous-batching simulator (it steps every iteration)")
+    parser.add_argument("--loads", default="0.6,0.8,0.95", help="offered load, share of FCFS capacity")
+    parser.add_argument("--profile", default="llama-7b-a100", help="cost-model profile of the served model")
+    parser.add_argument("--max-batch", type=int, default=4, help="the paper's max batch size")
+    parser.add_argument("--batch-wait-s", type=float, default=0.1, help="dynamic batching wait timeout")
+    parser.add_argument("--aging-rate", type=float, default=5.0, help="tokens of priority gained per second waited")
+    parser.add_argument("--data-dir", type=Path, default=None, help="shared data dir (default ../shared/data)")
+    parser.add_argument("--seed", type=int, default=0)
+    add_output_argument(parser, "ssjf")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    jobs = load_jobs(args.model, args.requests, args.seed)
+    base_arrivals = azure_arrivals(len(jobs), args.data_dir)
+    loads = [float(value) for value in args.loads.split(",")]
+    schedulers = [
+        Scheduler("FCFS", "fcfs"),
+        Scheduler("SSJF", "ssjf"),
+        Scheduler("SSJF+aging", "ssjf", aging_rate=args.aging_rate),
+        Scheduler("oracle SJF", "ssjf", use_truth=True),
+    ]
+    table = ResultTable(
+        ["mode", "load", "rate (req/s)", *(f"{s.label} mean JCT (s)" for s in schedulers),
+         "SSJF vs FCFS", "SSJF / oracle", "p99 FCFS", "p99 SSJF", "p99 SSJF+aging"],
+        title="Mean job completion time",
+    )
+    summary = ResultTable(["mode", "SSJF JCT reduction", "oracle JCT reduction", "SSJF / oracle"], title="Averaged over loads")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    runs = [(mode, load) for mode in MODES for load in loads]
+    replayed = {mode: jobs[: args.continuous_requests] if mode == "continuous batching" else jobs for mode in MODES}
+    capacity = {mode: saturated_throughput(mode, replayed[mode], args) for mode in MODES}
+    results: dict[tuple[str, float], list[tuple[float, float]]] = {}
+    for mode, load in progress(runs, "replaying", total=len(runs)):
+        rate = load * capacity[mode]
+        placed = at_arrivals(replayed[mode], base_arrivals[: len(replayed[mode])] / rate)
+        results[(mode, load)] = [jct_summary(placed, mode_finish_times(mode, placed, s, args)) for s in schedulers]
+        means = [mean for mean, _ in results[(mode, load)]]
+        p99 = [tail for _, tail in results[(mode, load)]]
+        table.add(mode, load, rate, *means, f"{1 - means[1] / means[0]:.1%}", means[1] / means[3], p99[0], p99[1], p99[2])
+    for mode in MODES:
+        means = np.asarray([[mean for mean, _ in results[(mode, load)]] for load in loads])
+        summary.add(mode, f"{np.mean(1 - means[:, 1] / means[:, 0]):.1%}", f"{np.mean(1 - means[:, 3] / means[:, 0]):.1%}",
+                    float(np.mean(means[:, 1] / means[:, 3])))
+        series = [LineSeries(s.label, loads, means[:, i].tolist()) for i, s in enumerate(schedulers)]
+        line_plot(out / f"jct_{mode.replace(' ', '_')}.png", series, f"Mean JCT, {mode}", "offered load (share of FCFS capacity)", "mean JCT (s)")
+    preamble = (
+        f"{len(jobs)} held-out ShareGPT requests ({args.continuous_requests} of them in continuous batching), forecasts from `{args.model.name}` (v{artifact_version(args.model)}), "
+        f"Azure conv arrivals, profile `{args.profile}`, max batch {args.max_batch}, batch wait {args.batch_wait_s} s, "
+        f"aging {args.aging_rate} tokens/s."
+    )
+    write_table(out / "table.md", [summary, table], preamble)
+    return 0
+
+
+def artifact_version(model_dir: Path) -> int:
+    return int(json.loads((model_dir / "config.json").read_text())["version"])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

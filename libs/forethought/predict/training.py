@@ -1,0 +1,91 @@
+"""The two fine-tuning phases of SSJF section 3.1: (1) backbone and head together, (2) head only.
+
+Phase 2 runs on cached CLS states (the backbone is frozen), so it is cheap enough to repeat online
+when observed lengths arrive (``refit``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from forethought.predict.proxy import Formulation, ProxyLengthModel, encode_prompts, head_loss
+
+
+def length_sorted_batches(token_counts: Sequence[int], batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Batches of similar-length prompts (little padding), in shuffled order."""
+    order = np.argsort(np.asarray(token_counts), kind="stable")
+    batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def finetune_whole(
+    model: ProxyLengthModel,
+    tokenizer: Any,
+    prompts: Sequence[str],
+    targets: torch.Tensor,
+    *,
+    max_tokens: int,
+    batch_size: int,
+    epochs: int,
+    learning_rate: float,
+    rng: np.random.Generator,
+    progress: bool = True,
+) -> list[float]:
+    """Phase 1: update backbone and head; returns the mean loss of each epoch."""
+    token_counts = [len(ids) for ids in tokenizer(list(prompts), truncation=True, max_length=max_tokens)["input_ids"]]
+    optimizer = torch.optim.AdamW(
+        [
+            {"params": model.backbone.parameters(), "lr": learning_rate},
+            {"params": model.head.parameters(), "lr": learning_rate * 30},  # the fresh head learns faster
+        ]
+    )
+    model.train()
+    epoch_losses = []
+    for epoch in range(epochs):
+        batches = length_sorted_batches(token_counts, batch_size, rng)
+        losses = []
+        bar = tqdm(batches, desc=f"phase 1 (backbone+head) epoch {epoch + 1}/{epochs}", disable=not progress)
+        for batch in bar:
+            encoded = encode_prompts(tokenizer, [prompts[i] for i in batch], max_tokens)
+            loss = head_loss(model.formulation, model(**encoded), targets[torch.as_tensor(batch)])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+            bar.set_postfix(loss=f"{np.mean(losses[-20:]):.3f}")
+        epoch_losses.append(float(np.mean(losses)))
+    model.eval()
+    return epoch_losses
+
+
+def fit_head(
+    head: torch.nn.Module,
+    formulation: Formulation,
+    embeddings: np.ndarray,
+    targets: torch.Tensor,
+    *,
+    epochs: int,
+    learning_rate: float,
+    batch_size: int = 64,
+    seed: int = 0,
+    progress: bool = False,
+) -> dict[str, torch.Tensor]:
+    """Phase 2 (and online refit): train ``head`` in place on frozen CLS states; returns its weights."""
+    generator = torch.Generator().manual_seed(seed)
+    features = torch.as_tensor(embeddings, dtype=torch.float32)
+    optimizer = torch.optim.AdamW(head.parameters(), lr=learning_rate)
+    head.train()
+    for _ in tqdm(range(epochs), desc="phase 2 (head only)", disable=not progress):
+        for batch in torch.randperm(len(features), generator=generator).split(batch_size):
+            loss = head_loss(formulation, head(features[batch]), targets[batch])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    head.eval()
+    return {name: tensor.detach().clone() for name, tensor in head.state_dict().items()}

