@@ -8,6 +8,7 @@ engine's cost model, so policies read as the paper's pseudocode.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -52,6 +53,37 @@ def tokens_to_compute(ctx: SchedulingContext, request: EngineRequest) -> int:
     return request.num_tokens_to_compute
 
 
+class ShapeTally:
+    """Running sums of a batch's shape: adding or removing a request costs O(1), not a pass over the batch.
+
+    ``held`` is the request's context before the iteration: at or past its prompt it decodes one token.
+    """
+
+    def __init__(self) -> None:
+        self.prefill_tokens = self.prefill_requests = self.prefill_context = 0
+        self.decode_requests = self.decode_context = 0
+
+    def add(self, request: EngineRequest, num_tokens: int, held: int, sign: int = 1) -> None:
+        if held >= request.num_prompt_tokens:
+            self.decode_requests += sign
+            self.decode_context += sign * held
+        else:
+            self.prefill_requests += sign
+            self.prefill_tokens += sign * num_tokens
+            self.prefill_context += sign * held
+
+    def shape(self, swap_in_slots: int = 0, swap_out_slots: int = 0) -> BatchShape:
+        return BatchShape(
+            prefill_tokens=self.prefill_tokens,
+            prefill_requests=self.prefill_requests,
+            prefill_context_tokens=self.prefill_context,
+            decode_requests=self.decode_requests,
+            decode_context_tokens=self.decode_context,
+            swap_in_slots=swap_in_slots,
+            swap_out_slots=swap_out_slots,
+        )
+
+
 def batch_shape(
     scheduled: Sequence[ScheduledRequest],
     held_tokens: Callable[[EngineRequest], int],
@@ -59,25 +91,10 @@ def batch_shape(
     swap_out_slots: int = 0,
 ) -> BatchShape:
     """The executor-facing shape of a batch; ``held_tokens`` is each request's context before it."""
-    prefill_tokens = prefill_requests = prefill_context = decodes = decode_context = 0
+    tally = ShapeTally()
     for item in scheduled:
-        held = held_tokens(item.request)
-        if held >= item.request.num_prompt_tokens:
-            decodes += 1
-            decode_context += held
-        else:
-            prefill_requests += 1
-            prefill_tokens += item.num_tokens
-            prefill_context += held
-    return BatchShape(
-        prefill_tokens=prefill_tokens,
-        prefill_requests=prefill_requests,
-        prefill_context_tokens=prefill_context,
-        decode_requests=decodes,
-        decode_context_tokens=decode_context,
-        swap_in_slots=swap_in_slots,
-        swap_out_slots=swap_out_slots,
-    )
+        tally.add(item.request, item.num_tokens, held_tokens(item.request))
+    return tally.shape(swap_in_slots, swap_out_slots)
 
 
 class BatchBuilder:
@@ -87,13 +104,17 @@ class BatchBuilder:
         self.ctx = ctx
         self.batch_limit = batch_limit
         self._items: list[ScheduledRequest] = []
+        self._members: set[int] = set()
         self._reserved_slots = 0
+        self._tokens = 0
+        self._swap_in_slots = 0
+        self._tally = ShapeTally()
 
     def __len__(self) -> int:
         return len(self._items)
 
     def __contains__(self, request: EngineRequest) -> bool:
-        return any(item.request is request for item in self._items)
+        return id(request) in self._members
 
     @property
     def items(self) -> tuple[ScheduledRequest, ...]:
@@ -105,36 +126,49 @@ class BatchBuilder:
 
     @property
     def tokens_left(self) -> int:
-        return self.ctx.token_budget - sum(item.num_tokens for item in self._items)
+        return self.ctx.token_budget - self._tokens
 
     def try_add(self, request: EngineRequest) -> bool:
         """Adds the request with as many tokens as budget and memory allow; False when none fit."""
         if self.is_full:
             return False
         wanted = min(tokens_to_compute(self.ctx, request), self.tokens_left)
-        memory = self.ctx.free_slots(request) - self._reserved_slots
-        memory -= self.ctx.checkpointed_slots(request)
+        checkpointed = self.ctx.checkpointed_slots(request)
         # The batch's head may still run by dropping others when the scheduler commits it.
-        num_tokens = min(wanted, memory) if self._items else wanted
-        if num_tokens <= 0:
+        if self._items:
+            wanted = min(wanted, self.ctx.free_slots(request) - self._reserved_slots - checkpointed)
+        if wanted <= 0:
             return False
-        self._items.append(ScheduledRequest(request, num_tokens))
-        self._reserved_slots += num_tokens + self.ctx.checkpointed_slots(request)
+        self._count(ScheduledRequest(request, wanted), checkpointed, 1)
         return True
 
     def remove(self, request: EngineRequest) -> None:
         for item in self._items:
             if item.request is request:
-                self._items.remove(item)
-                self._reserved_slots -= item.num_tokens + self.ctx.checkpointed_slots(request)
+                self._count(item, self.ctx.checkpointed_slots(request), -1)
                 return
+
+    def _count(self, item: ScheduledRequest, checkpointed: int, sign: int) -> None:
+        """Adds (``sign`` 1) or removes (-1) an item and its share of the running sums."""
+        if sign > 0:
+            self._items.append(item)
+            self._members.add(id(item.request))
+        else:
+            self._items.remove(item)
+            self._members.discard(id(item.request))
+        self._reserved_slots += sign * (item.num_tokens + checkpointed)
+        self._tokens += sign * item.num_tokens
+        self._swap_in_slots += sign * checkpointed
+        self._tally.add(item.request, item.num_tokens, self._held_tokens(item.request), sign)
+
+    def overruns(self, residual_s: float) -> bool:
+        """Whether the estimated iteration time exceeds ``residual_s``; an infinite one needs no estimate."""
+        return residual_s != math.inf and self.estimated_time() > residual_s
 
     def estimated_time(self) -> float:
         if not self._items:
             return 0.0
-        swap_in = sum(self.ctx.checkpointed_slots(item.request) for item in self._items)
-        held = self._held_tokens
-        return self.ctx.estimate_time(batch_shape(self._items, held, swap_in_slots=swap_in))
+        return self.ctx.estimate_time(self._tally.shape(swap_in_slots=self._swap_in_slots))
 
     def _held_tokens(self, request: EngineRequest) -> int:
         if request.status == RequestStatus.WAITING and request.num_computed_tokens == 0:

@@ -29,83 +29,28 @@ for RT it counts only what the order above reaches for sure.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping, Sequence
 
 from forethought.engine.backend import ServiceClass
+from forethought.engine.kv_blocks import (
+    BE_SIDE,
+    RT_SIDE,
+    SEALED,
+    AllocationResult,
+    CandidateBlocks,
+    KVBlock,
+    KVUsage,
+    PreemptionEntry,
+    SealOutcome,
+    Segment,
+    side_of,
+)
 from forethought.engine.prefix_cache import PrefixCache
 
-RT_SIDE = 0
-BE_SIDE = 1
-SEALED = -1
-"""Side of a segment that lives in a sealed, shared prefix-cache block."""
-
-
-def side_of(service_class: ServiceClass) -> int:
-    return RT_SIDE if service_class == ServiceClass.RT else BE_SIDE
-
-
-@dataclass
-class KVBlock:
-    block_id: int
-    owners: list[str | None] = field(default_factory=lambda: [None, None])
-    counts: list[int] = field(default_factory=lambda: [0, 0])
-    sealed_hash: int | None = None
-
-    def empty_slots(self, block_size: int) -> int:
-        return 0 if self.sealed_hash is not None else block_size - self.counts[0] - self.counts[1]
-
-    @property
-    def is_unused(self) -> bool:
-        return self.sealed_hash is None and self.owners[0] is None and self.owners[1] is None
-
-
-@dataclass
-class Segment:
-    """Token positions ``[start, start + count)`` of one request, held on one side of one block."""
-
-    block_id: int
-    side: int
-    start: int
-    count: int
-
-    @property
-    def end(self) -> int:
-        return self.start + self.count
-
-
-@dataclass(frozen=True)
-class PreemptionEntry:
-    """A block where an RT request overwrote slots of a BE request (BROS's preemption table row)."""
-
-    rt_request: str
-    be_request: str
-    overwritten_slots: int
-
-
-@dataclass
-class AllocationResult:
-    """What one ``allocate`` did beyond handing out slots; the executor turns it into copies."""
-
-    checkpointed: dict[str, int] = field(default_factory=dict)
-    restored_slots: int = 0
-    evicted: list[int] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class KVUsage:
-    rt_slots: int
-    be_slots: int
-    sealed_in_use_slots: int
-    evictable_slots: int
-    free_slots: int
-    host_slots: int
-    total_slots: int
-
-    @property
-    def used_fraction(self) -> float:
-        used = self.rt_slots + self.be_slots + self.sealed_in_use_slots
-        return used / self.total_slots if self.total_slots else 0.0
+__all__ = [
+    "BE_SIDE", "RT_SIDE", "SEALED", "AllocationResult", "BidirectionalBlockManager", "KVBlock", "KVUsage",
+    "PreemptionEntry", "SealOutcome", "Segment",
+]  # the records live in kv_blocks; existing callers import them from here
 
 
 class BidirectionalBlockManager:
@@ -125,12 +70,17 @@ class BidirectionalBlockManager:
         self._cache = prefix_cache
         self._blocks = [KVBlock(block_id) for block_id in range(num_blocks)]
         self._free: OrderedDict[int, None] = OrderedDict.fromkeys(range(num_blocks))
-        self._be_shareable: set[int] = set()
-        self._rt_preemptible: set[int] = set()
+        self._be_shareable = CandidateBlocks()
+        self._rt_preemptible = CandidateBlocks()
         self._segments: dict[str, list[Segment]] = {}
         self._host: dict[str, list[tuple[int, int]]] = {}
         self._host_used = 0
         self._preemption_table: dict[int, PreemptionEntry] = {}
+        # Counters kept in step with every change, so no query scans blocks or segments.
+        self._side_slots = [0, 0]
+        self._num_sealed = 0
+        self._gpu_tokens: dict[str, int] = {}
+        self._host_tokens: dict[str, int] = {}
 
     # ---- queries -------------------------------------------------------------------------------------
 
@@ -157,14 +107,15 @@ class BidirectionalBlockManager:
         return tuple(self._host.get(request_id, ()))
 
     def checkpointed_slots(self, request_id: str) -> int:
-        return sum(count for _, count in self._host.get(request_id, ()))
+        return self._host_tokens.get(request_id, 0)
 
     def tokens_held(self, request_id: str) -> int:
-        on_gpu = sum(segment.count for segment in self._segments.get(request_id, ()))
-        return on_gpu + self.checkpointed_slots(request_id)
+        return self._gpu_tokens.get(request_id, 0) + self._host_tokens.get(request_id, 0)
 
     def can_allocate(self, request_id: str, service_class: ServiceClass, num_tokens: int) -> bool:
         """Whether ``allocate`` would succeed: restore of checkpointed slots plus ``num_tokens`` new."""
+        if request_id not in self._host_tokens and num_tokens <= self._tail_empty(request_id):
+            return True  # the common decode step: the request's own tail block has room
         needed = self.checkpointed_slots(request_id) + num_tokens
         return needed <= self.free_capacity(request_id, service_class)
 
@@ -175,9 +126,8 @@ class BidirectionalBlockManager:
             return self._be_dry_run(request_id, whole // self.block_size)
         capacity = self._tail_empty(request_id) + whole
         if self.bidirectional:
-            capacity += sum(self._empty(b) for b in self._rt_preemptible)
-            overwritable = sum(self._blocks[b].counts[BE_SIDE] for b in self._rt_preemptible)
-            capacity += min(self.host_free_slots, overwritable)
+            capacity += self._rt_preemptible.empty_slots
+            capacity += min(self.host_free_slots, self._rt_preemptible.be_slots)
         return capacity
 
     def _be_dry_run(self, request_id: str, whole_blocks: int) -> int:
@@ -185,11 +135,17 @@ class BidirectionalBlockManager:
 
         Returns checkpointed + new slots available, or 0 when the restore itself cannot be placed.
         """
-        shared = sorted((self._empty(b) for b in self._be_shareable), reverse=True) if self.bidirectional else []
+        shared_total = self._be_shareable.empty_slots if self.bidirectional else 0
+        if request_id not in self._host:  # nothing to restore: the tail, whole blocks, shared blocks
+            return self._tail_empty(request_id) + whole_blocks * self.block_size + shared_total
+        shared = sorted(self._be_shareable.empty_counts(), reverse=True) if self.bidirectional else []
         room_after = {s.end: self._empty(s.block_id) for s in self._segments.get(request_id, ()) if s.side != SEALED}
         for start, count in self._host.get(request_id, ()):
-            beside = min(count, room_after.pop(start, 0))
+            room_beside = room_after.pop(start, 0)
+            beside = min(count, room_beside)
             position, left = start + beside, count - beside
+            if beside:
+                room_after[position] = room_beside - beside
             while left > 0:
                 if whole_blocks:
                     whole_blocks, room = whole_blocks - 1, self.block_size
@@ -204,13 +160,11 @@ class BidirectionalBlockManager:
         return self.checkpointed_slots(request_id) + new_slots
 
     def usage(self) -> KVUsage:
-        rt = sum(b.counts[RT_SIDE] for b in self._blocks)
-        be = sum(b.counts[BE_SIDE] for b in self._blocks)
         evictable = self._cache.num_evictable if self._cache else 0
-        sealed = sum(1 for b in self._blocks if b.sealed_hash is not None) - evictable
+        sealed = self._num_sealed - evictable
         return KVUsage(
-            rt_slots=rt,
-            be_slots=be,
+            rt_slots=self._side_slots[RT_SIDE],
+            be_slots=self._side_slots[BE_SIDE],
             sealed_in_use_slots=sealed * self.block_size,
             evictable_slots=evictable * self.block_size,
             free_slots=len(self._free) * self.block_size,
@@ -228,38 +182,50 @@ class BidirectionalBlockManager:
         for index, block_hash in enumerate(block_hashes):
             node = self._cache.acquire(block_hash)
             segments.append(Segment(node.block_id, SEALED, index * self.block_size, self.block_size))
+        self._add_gpu_tokens(request_id, len(block_hashes) * self.block_size)
         return len(block_hashes) * self.block_size
 
     def allocate(
         self, request_id: str, service_class: ServiceClass, num_tokens: int
-    ) -> AllocationResult:
-        """Restores the request's checkpointed slots, then gives it ``num_tokens`` new slots."""
+    ) -> AllocationResult | None:
+        """Restores the request's checkpointed slots, then gives it ``num_tokens`` new slots; None, with
+        nothing changed, when ``can_allocate`` says they do not fit."""
         if not self.can_allocate(request_id, service_class, num_tokens):
-            raise MemoryError(f"no KV slots for {num_tokens} tokens of {request_id}")
+            return None
         result = AllocationResult()
         start = self.tokens_held(request_id)
-        for range_start, count in sorted(self._host.pop(request_id, [])):
-            self._host_used -= count
-            self._place(request_id, service_class, range_start, count, result)
-            result.restored_slots += count
+        if request_id in self._host:
+            self._restore(request_id, service_class, result)
         self._place(request_id, service_class, start, num_tokens, result)
         return result
 
     def seal(
         self, request_id: str, start: int, block_hash: int, parent_hash: int, token_ids: tuple[int, ...]
-    ) -> bool:
-        """Moves the full, aligned, privately held block at ``start`` into the prefix cache."""
-        if self._cache is None or block_hash in self._cache:
-            return False
-        for segment in self._segments.get(request_id, ()):
-            if segment.start == start and segment.side != SEALED and segment.count == self.block_size:
-                block = self._blocks[segment.block_id]
-                block.owners, block.counts, block.sealed_hash = [None, None], [0, 0], block_hash
-                segment.side = SEALED
-                self._reindex(block)
-                self._cache.insert(block_hash, parent_hash, block.block_id, token_ids)
-                return True
-        return False
+    ) -> SealOutcome:
+        """Moves the full, aligned, privately held block at ``start`` into the prefix cache, or, when an
+        equal block is cached already, frees the private copy and reads the cached one instead.
+
+        NOTE: a request seals only under a parent it reads, so every reader of a node reads all its
+        ancestors: an unreferenced node has only unreferenced descendants, and every block the cache counts
+        as evictable can be evicted (leaves first) when ``free_capacity`` promised it.
+        """
+        segment = self._private_block_at(request_id, start)
+        parent_read = self._reads(request_id, start - self.block_size, parent_hash)
+        if self._cache is None or segment is None or not parent_read:
+            return SealOutcome.REFUSED
+        block = self._blocks[segment.block_id]
+        self._set_count(block, segment.side, 0)
+        block.owners = [None, None]
+        segment.side = SEALED
+        if block_hash in self._cache:
+            segment.block_id = self._cache.acquire(block_hash).block_id
+            self._reindex(block)
+            return SealOutcome.SHARED
+        block.sealed_hash = block_hash
+        self._num_sealed += 1
+        self._reindex(block)
+        self._cache.insert(block_hash, parent_hash, block.block_id, token_ids)
+        return SealOutcome.STORED
 
     def release(self, request_id: str) -> None:
         """Frees every slot of the request; its sealed blocks stay cached, tail first in LRU order."""
@@ -270,12 +236,22 @@ class BidirectionalBlockManager:
                 self._cache.release(block.sealed_hash)
                 continue
             block.owners[segment.side] = None
-            block.counts[segment.side] = 0
+            self._set_count(block, segment.side, 0)
             self._reindex(block)
         self._host_used -= self.checkpointed_slots(request_id)
         self._host.pop(request_id, None)
+        self._gpu_tokens.pop(request_id, None)
+        self._host_tokens.pop(request_id, None)
 
     # ---- placement -----------------------------------------------------------------------------------
+
+    def _restore(self, request_id: str, service_class: ServiceClass, result: AllocationResult) -> None:
+        """Places the request's checkpointed position ranges back on the GPU."""
+        self._host_tokens.pop(request_id, None)
+        for range_start, count in sorted(self._host.pop(request_id)):
+            self._host_used -= count
+            self._place(request_id, service_class, range_start, count, result)
+            result.restored_slots += count
 
     def _place(
         self, request_id: str, service_class: ServiceClass, start: int, count: int, result: AllocationResult
@@ -297,10 +273,11 @@ class BidirectionalBlockManager:
         if segment is None:
             return 0
         block = self._blocks[segment.block_id]
-        taken = min(count, block.empty_slots(self.block_size))
+        taken = min(count, self._empty(segment.block_id))
         segment.count += taken
-        block.counts[segment.side] += taken
-        self._reindex(block)
+        self._add_gpu_tokens(request_id, taken)
+        self._set_count(block, segment.side, block.counts[segment.side] + taken)
+        self._recount(block)
         return taken
 
     def _take_whole_block(
@@ -311,6 +288,7 @@ class BidirectionalBlockManager:
         elif self._cache is not None and (node := self._cache.evict_lru()) is not None:
             block_id = node.block_id
             self._blocks[block_id].sealed_hash = None
+            self._num_sealed -= 1
             result.evicted.append(node.block_hash)
         else:
             return 0
@@ -322,6 +300,7 @@ class BidirectionalBlockManager:
         """FindBlock for BE; FindPreemptBlock for RT (the BE block with the most empty slots)."""
         if not self.bidirectional:
             return 0
+        candidates: Collection[int]
         if service_class == ServiceClass.BE:
             candidates = self._be_shareable
         else:
@@ -350,13 +329,15 @@ class BidirectionalBlockManager:
             return 0
         victim_segment = next(s for s in self._segments[victim] if s.block_id == block.block_id)
         victim_segment.count -= taken
+        self._add_gpu_tokens(victim, -taken)
         self._checkpoint(victim, victim_segment.end, taken)
         if victim_segment.count == 0:
             self._segments[victim].remove(victim_segment)
             block.owners[BE_SIDE] = None
-        block.counts[BE_SIDE] -= taken
-        block.counts[RT_SIDE] += taken
+        self._set_count(block, BE_SIDE, block.counts[BE_SIDE] - taken)
+        self._set_count(block, RT_SIDE, block.counts[RT_SIDE] + taken)
         segment.count += taken
+        self._add_gpu_tokens(request_id, taken)
         previous = self._preemption_table.get(block.block_id)
         overwritten = taken + (previous.overwritten_slots if previous else 0)
         self._preemption_table[block.block_id] = PreemptionEntry(request_id, victim, overwritten)
@@ -371,8 +352,9 @@ class BidirectionalBlockManager:
         side = side_of(service_class)
         taken = min(count, block.empty_slots(self.block_size))
         block.owners[side] = request_id
-        block.counts[side] = taken
+        self._set_count(block, side, taken)
         self._segments.setdefault(request_id, []).append(Segment(block_id, side, start, taken))
+        self._add_gpu_tokens(request_id, taken)
         self._reindex(block)
         return taken
 
@@ -384,6 +366,26 @@ class BidirectionalBlockManager:
             if segment.end == position and segment.side != SEALED:
                 return segment
         return None
+
+    def _segment_at(self, request_id: str, start: int) -> Segment | None:
+        """The segment starting at block-aligned ``start`` that holds a whole block, if any."""
+        segments = self._segments.get(request_id, ())
+        guess = start // self.block_size  # where it is when every block so far was whole: no scan
+        if guess < len(segments) and segments[guess].start == start and segments[guess].count == self.block_size:
+            return segments[guess]
+        return next((s for s in segments if s.start == start and s.count == self.block_size), None)
+
+    def _private_block_at(self, request_id: str, start: int) -> Segment | None:
+        segment = self._segment_at(request_id, start)
+        return segment if segment is not None and segment.side != SEALED else None
+
+    def _reads(self, request_id: str, start: int, block_hash: int) -> bool:
+        """Whether the request reads the cached block ``block_hash`` at ``start`` (always, before 0)."""
+        if start < 0:
+            return True
+        segment = self._segment_at(request_id, start)
+        return (segment is not None and segment.side == SEALED
+                and self._blocks[segment.block_id].sealed_hash == block_hash)
 
     def _checkpoint(self, request_id: str, start: int, count: int) -> None:
         """Records positions copied to the host tier, merging adjacent ranges."""
@@ -398,33 +400,55 @@ class BidirectionalBlockManager:
         kept.append((merged[0], merged[1] - merged[0]))
         self._host[request_id] = sorted(kept)
         self._host_used += count
+        self._host_tokens[request_id] = self._host_tokens.get(request_id, 0) + count
+
+    def _set_count(self, block: KVBlock, side: int, count: int) -> None:
+        self._side_slots[side] += count - block.counts[side]
+        block.counts[side] = count
+
+    def _add_gpu_tokens(self, request_id: str, delta: int) -> None:
+        self._gpu_tokens[request_id] = self._gpu_tokens.get(request_id, 0) + delta
 
     def _tail_empty(self, request_id: str) -> int:
         segment = self._segment_ending_at(request_id, self.tokens_held(request_id))
-        return self._blocks[segment.block_id].empty_slots(self.block_size) if segment else 0
+        return self._empty(segment.block_id) if segment else 0
 
     def _empty(self, block_id: int) -> int:
         return self._blocks[block_id].empty_slots(self.block_size)
+
+    def _recount(self, block: KVBlock) -> None:
+        """``_reindex`` after a side grew and kept its owner: only the candidate sums can change (a block
+        only leaves FindBlock's set when its last empty slot goes), the free list and table cannot."""
+        block_id = block.block_id
+        empty = self._empty(block_id)
+        if block_id in self._be_shareable:
+            if empty > 0:
+                self._be_shareable.add(block_id, empty, 0)
+            else:
+                self._be_shareable.discard(block_id)
+        elif block_id in self._rt_preemptible:
+            self._rt_preemptible.add(block_id, empty, block.counts[BE_SIDE])
 
     def _reindex(self, block: KVBlock) -> None:
         """Keeps the free list, the FindBlock/FindPreemptBlock candidate sets and the table in step."""
         block_id = block.block_id
         rt_owner, be_owner = block.owners
-        for side, owner in enumerate(block.owners):
-            if owner is None and block.counts[side]:
-                raise AssertionError(f"block {block_id} side {side} holds slots without an owner")
-        self._be_shareable.discard(block_id)
-        self._rt_preemptible.discard(block_id)
-        if block.is_unused:
-            self._free[block_id] = None
-            self._preemption_table.pop(block_id, None)
-            return
-        self._free.pop(block_id, None)
+        rt_slots, be_slots = block.counts
+        if (rt_owner is None and rt_slots) or (be_owner is None and be_slots):
+            raise AssertionError(f"block {block_id} holds slots without an owner")
         if rt_owner is None or be_owner is None:
             self._preemption_table.pop(block_id, None)
-        if block.sealed_hash is not None:
-            return
-        if rt_owner is not None and be_owner is None and self._empty(block_id) > 0:
-            self._be_shareable.add(block_id)
-        if be_owner is not None and rt_owner is None:
-            self._rt_preemptible.add(block_id)
+        if block.sealed_hash is None and rt_owner is None and be_owner is None:
+            self._free[block_id] = None
+        else:
+            self._free.pop(block_id, None)
+        empty = self._empty(block_id)
+        private = block.sealed_hash is None
+        if private and rt_owner is not None and be_owner is None and empty > 0:
+            self._be_shareable.add(block_id, empty, 0)
+        else:
+            self._be_shareable.discard(block_id)
+        if private and be_owner is not None and rt_owner is None:
+            self._rt_preemptible.add(block_id, empty, be_slots)
+        else:
+            self._rt_preemptible.discard(block_id)

@@ -24,6 +24,7 @@ from forethought.engine.backend import (
 )
 from forethought.engine.block_manager import BidirectionalBlockManager
 from forethought.engine.executor import Executor, IterationEstimator
+from forethought.engine.kv_blocks import SealOutcome
 from forethought.engine.metrics import IterationMetrics, LoadWindow, RequestOutcome
 from forethought.engine.policies import POLICIES, make_policy
 from forethought.engine.prefix_cache import PrefixCache
@@ -198,7 +199,8 @@ class EngineCore:
         for item in output.scheduled:
             request = item.request
             request.num_computed_tokens += item.num_tokens
-            self._seal_prompt_blocks(request, update.events)
+            if request.num_computed_tokens - item.num_tokens < request.num_prompt_tokens:
+                self._seal_prompt_blocks(request, update.events)  # only prompt tokens make blocks to seal
             if request.num_computed_tokens < request.num_tokens:
                 continue  # a prefill chunk: no token yet
             origin = self._origins[request.request_id]
@@ -212,27 +214,37 @@ class EngineCore:
                 self._forget(request)
 
     def _seal_prompt_blocks(self, request: EngineRequest, events: list[CacheEvent]) -> None:
-        """Offers each newly computed full prompt block to the prefix cache; one event per run."""
+        """Offers each newly computed full prompt block to the prefix cache; one event per stored run."""
         size = self.config.block_size
         hashes = request.prompt_block_hashes
         computed = min(request.num_computed_tokens, request.num_prompt_tokens) // size
         run: list[int] = []
         for index in range(request.num_hashed_blocks, min(computed, len(hashes))):
             parent = hashes[index - 1] if index else ROOT_PARENT
-            if self.prefix_cache is None or (index and parent not in self.prefix_cache):
-                break  # an uncached parent makes its children unreachable
             tokens = request.prompt_token_ids[index * size : (index + 1) * size]
-            if self.block_manager.seal(request.request_id, index * size, hashes[index], parent, tokens):
-                run.append(index)
+            outcome = self.block_manager.seal(request.request_id, index * size, hashes[index], parent, tokens)
+            if outcome is SealOutcome.REFUSED:
+                request.num_hashed_blocks = len(hashes)  # the chain broke: later blocks would be unreachable
+                break
             request.num_hashed_blocks = index + 1
-        if run:
-            first = run[0]
-            events.append(BlockStored(
-                block_hashes=tuple(hashes[i] for i in run),
-                parent_hash=hashes[first - 1] if first else ROOT_PARENT,
-                token_ids=tuple(t for i in run for t in request.prompt_token_ids[i * size : (i + 1) * size]),
-                block_size=size,
-            ))
+            if outcome is SealOutcome.STORED:
+                run.append(index)
+            else:
+                self._announce(request, run, events)
+                run = []
+        self._announce(request, run, events)
+
+    def _announce(self, request: EngineRequest, run: list[int], events: list[CacheEvent]) -> None:
+        """One ``BlockStored`` for a run of consecutive newly stored prompt blocks."""
+        if not run:
+            return
+        size, hashes, first = self.config.block_size, request.prompt_block_hashes, run[0]
+        events.append(BlockStored(
+            block_hashes=tuple(hashes[i] for i in run),
+            parent_hash=hashes[first - 1] if first else ROOT_PARENT,
+            token_ids=request.prompt_token_ids[first * size : (run[-1] + 1) * size],
+            block_size=size,
+        ))
 
     def _finish_status(self, request: EngineRequest, token: int) -> RequestStatus | None:
         sampling = request.sampling
@@ -272,14 +284,15 @@ class EngineCore:
     # ---- observation ---------------------------------------------------------------------------------
 
     def _metrics(self, output: SchedulerOutput) -> IterationMetrics:
-        counts = {"rt_requests": 0, "be_requests": 0, "rt_prefill_tokens": 0, "be_prefill_tokens": 0,
-                  "rt_decode_tokens": 0, "be_decode_tokens": 0}
+        # [requests, prefill tokens, decode tokens] of RT (row 0) and BE (row 1)
+        counts = [[0, 0, 0], [0, 0, 0]]
         for item in output.scheduled:
-            cls = "rt" if item.request.is_rt else "be"
-            counts[f"{cls}_requests"] += 1
             request = item.request
+            row = counts[0 if request.is_rt else 1]
+            row[0] += 1
             decoding = request.num_computed_tokens - item.num_tokens >= request.num_prompt_tokens
-            counts[f"{cls}_{'decode' if decoding else 'prefill'}_tokens"] += item.num_tokens
+            row[2 if decoding else 1] += item.num_tokens
+        (rt_requests, rt_prefill, rt_decode), (be_requests, be_prefill, be_decode) = counts
         usage = self.block_manager.usage()
         return IterationMetrics(
             batch_limit=output.batch_limit,
@@ -293,7 +306,12 @@ class EngineCore:
             restored_slots=output.restored_slots,
             prefix_hit_tokens=output.prefix_hit_tokens,
             evicted_blocks=len(output.evicted_hashes),
-            **counts,
+            rt_requests=rt_requests,
+            be_requests=be_requests,
+            rt_prefill_tokens=rt_prefill,
+            be_prefill_tokens=be_prefill,
+            rt_decode_tokens=rt_decode,
+            be_decode_tokens=be_decode,
         )
 
     def stats(self) -> EngineStats:

@@ -50,7 +50,11 @@ class IterationMetrics:
 
 
 class LoadWindow:
-    """Token rates and queueing delays over the last ``window_s`` seconds of engine time."""
+    """Token rates and queueing delays over the last ``window_s`` seconds of engine time.
+
+    Token sums over the window are kept as iterations enter and leave it, so a rate query costs no pass
+    over the window (delays are few and summed afresh: a running float sum would drift).
+    """
 
     def __init__(self, window_s: float) -> None:
         if window_s <= 0:
@@ -59,11 +63,15 @@ class LoadWindow:
         self._iterations: deque[tuple[float, int, int]] = deque()
         self._delays: deque[tuple[float, float]] = deque()
         self._start: float | None = None
+        self._prefill_sum = 0
+        self._decode_sum = 0
 
     def record_iteration(self, start: float, end: float, prefill_tokens: int, decode_tokens: int) -> None:
         if self._start is None:
             self._start = start
         self._iterations.append((end, prefill_tokens, decode_tokens))
+        self._prefill_sum += prefill_tokens
+        self._decode_sum += decode_tokens
         self._trim(end)
 
     def record_queueing_delay(self, at: float, delay_s: float) -> None:
@@ -77,9 +85,7 @@ class LoadWindow:
         span = min(self.window_s, now - self._start)
         if span <= 0:
             return 0.0, 0.0
-        prefill = sum(p for _, p, _ in self._iterations)
-        decode = sum(d for _, _, d in self._iterations)
-        return prefill / span, decode / span
+        return self._prefill_sum / span, self._decode_sum / span
 
     def mean_queueing_delay(self, now: float) -> float:
         self._trim(now)
@@ -88,6 +94,8 @@ class LoadWindow:
     def _trim(self, now: float) -> None:
         horizon = now - self.window_s
         while self._iterations and self._iterations[0][0] < horizon:
-            self._iterations.popleft()
+            _, prefill, decode = self._iterations.popleft()
+            self._prefill_sum -= prefill
+            self._decode_sum -= decode
         while self._delays and self._delays[0][0] < horizon:
             self._delays.popleft()

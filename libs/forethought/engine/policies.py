@@ -1,8 +1,10 @@
 """Iteration-level scheduling policies, built by name (BROS section 4.2, Algorithm 1; baselines of
 BROS section 7.1: vLLM's FCFS and iteration round-robin; Preble section 4.3 wait-queue groups).
 
-A policy orders requests and picks the batch; the scheduler commits KV memory and, when even preemption
-cannot make room, asks the policy whom to drop (``drop_victims``).
+A policy orders requests and picks the batch; the scheduler commits KV memory. Each policy also ranks
+requests in one strict total order (``rank``): when even preemption cannot make room, a request may drop
+any running request ranked behind it, lowest first (BROS 5.2's progressive dropping). Being total, the
+order always has a first request, which can drop everyone else, so the engine can always make progress.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from forethought.engine.batch_size import AdaptiveBatchSize
 from forethought.engine.priority_groups import proportional_order
 from forethought.engine.request import EngineRequest
 
+Rank = tuple[float, ...]
+"""A request's place in a policy's total order; smaller ranks first."""
+
 
 class SchedulingPolicy(Protocol):
     name: str
@@ -23,14 +28,18 @@ class SchedulingPolicy(Protocol):
     def select(self, ctx: SchedulingContext) -> Selection:
         """The next batch, in the order its KV memory is committed."""
 
-    def drop_victims(
-        self, needy: EngineRequest, candidates: Sequence[EngineRequest], now: float
-    ) -> list[EngineRequest]:
-        """Requests to drop, in order, so that ``needy`` can run; empty when it must not drop anyone."""
+    def rank(self, request: EngineRequest) -> Rank:
+        """Who keeps memory: a request may drop running requests of a larger rank. Ranks of two requests
+        must differ (the sequence number breaks ties), or equal ranks would block each other for good."""
 
 
-def _arrival(request: EngineRequest) -> tuple[int, float, int]:
+def _arrival(request: EngineRequest) -> Rank:
     return (request.priority, request.arrival_s, request.sequence)
+
+
+def _by_deadline(request: EngineRequest) -> Rank:
+    """RT urgency: the next token's deadline, arrival order among equal deadlines (no SLO: +inf)."""
+    return (request.deadline_s(), request.arrival_s, request.sequence)
 
 
 def _tightest_residual(rt_order: Sequence[EngineRequest], now: float) -> float:
@@ -57,19 +66,26 @@ class BrosPolicy:
         self.batch_size.update(backed_off, rt_left_waiting)
         return builder.selection()
 
-    def _rt_order(self, ctx: SchedulingContext) -> list[EngineRequest]:
-        """Pending RT sorted by remaining time, merged with the waiting RT (Fig. 8's partial sort).
+    def rank(self, request: EngineRequest) -> Rank:
+        """RT before BE; RT by deadline (least remaining time first), BE by (priority, arrival)."""
+        return (0.0, *_by_deadline(request)) if request.is_rt else (1.0, *_arrival(request))
 
-        Waiting requests with one TTFT SLO are already in deadline order (arrival order), so only the
-        pending queue is sorted and each per-SLO run of the waiting queue is merged as it stands.
+    def _rt_order(self, ctx: SchedulingContext) -> list[EngineRequest]:
+        """Pending RT sorted by deadline, merged with the waiting RT (Fig. 8's partial sort).
+
+        Waiting requests with one TTFT SLO and no token yet are already in deadline order (arrival
+        order), so only the pending queue is sorted and each per-SLO run of the waiting queue is merged as
+        it stands; the few dropped after their first token (a TPOT deadline) are sorted on their own.
         """
-        now = ctx.now
-        pending = sorted((r for r in ctx.running if r.is_rt), key=lambda r: r.remaining_time_s(now))
-        runs: dict[float, list[EngineRequest]] = {}
+        pending = sorted((r for r in ctx.running if r.is_rt), key=_by_deadline)
+        runs: dict[float | None, list[EngineRequest]] = {}
         for request in ctx.waiting:
             if request.is_rt:
-                runs.setdefault(request.ttft_slo_s, []).append(request)
-        return list(heapq.merge(pending, *runs.values(), key=lambda r: r.remaining_time_s(now)))
+                slo = request.ttft_slo_s if request.first_token_s is None else None
+                runs.setdefault(slo, []).append(request)
+        if None in runs:
+            runs[None].sort(key=_by_deadline)
+        return list(heapq.merge(pending, *runs.values(), key=_by_deadline))
 
     def _be_order(self, ctx: SchedulingContext) -> list[EngineRequest]:
         """Fewest checkpointed slots first; waiting BE follow pending ones in Preble's group order."""
@@ -93,7 +109,7 @@ class BrosPolicy:
                 if builder.ctx.free_slots(request) <= 0:
                     return False  # no empty or preemptible block left
                 continue
-            if len(builder) > 1 and builder.estimated_time() > residual:
+            if len(builder) > 1 and builder.overruns(residual):
                 builder.remove(request)
                 return True
         return False
@@ -107,7 +123,7 @@ class BrosPolicy:
                 if replaced is None:
                     return
                 builder.remove(replaced)
-            if builder.try_add(request) and builder.estimated_time() <= residual:
+            if builder.try_add(request) and not builder.overruns(residual):
                 continue
             builder.remove(request)
             if replaced is not None:
@@ -120,25 +136,10 @@ class BrosPolicy:
         rt = [item.request for item in builder.items if item.request.is_rt]
         if not rt:
             return None
-        least_urgent = max(rt, key=lambda r: r.remaining_time_s(now))
+        least_urgent = max(rt, key=_by_deadline)
         if least_urgent.remaining_time_s(now) <= 2 * builder.estimated_time():
             return None
         return least_urgent
-
-    def drop_victims(
-        self, needy: EngineRequest, candidates: Sequence[EngineRequest], now: float
-    ) -> list[EngineRequest]:
-        """Progressive dropping: for RT, BE first (newest first), then RT by most remaining time; a BE
-        request only ever drops newer BE requests, which keeps the oldest one progressing."""
-        if not needy.is_rt:
-            return _newest_running_victims(needy, [r for r in candidates if not r.is_rt])
-        be = sorted((r for r in candidates if not r.is_rt), key=_arrival, reverse=True)
-        rt = sorted(
-            (r for r in candidates if r.is_rt and r.remaining_time_s(now) > needy.remaining_time_s(now)),
-            key=lambda r: r.remaining_time_s(now),
-            reverse=True,
-        )
-        return be + rt
 
 
 class FcfsPolicy:
@@ -154,10 +155,9 @@ class FcfsPolicy:
         _fill_fcfs(builder, ctx.running, ctx.waiting)
         return builder.selection()
 
-    def drop_victims(
-        self, needy: EngineRequest, candidates: Sequence[EngineRequest], now: float
-    ) -> list[EngineRequest]:
-        return _newest_running_victims(needy, candidates)
+    def rank(self, request: EngineRequest) -> Rank:
+        """vLLM's recompute preemption: the lowest priority, newest running request goes first."""
+        return _arrival(request)
 
 
 class RoundRobinPolicy:
@@ -179,10 +179,9 @@ class RoundRobinPolicy:
                 break
         return builder.selection()
 
-    def drop_victims(
-        self, needy: EngineRequest, candidates: Sequence[EngineRequest], now: float
-    ) -> list[EngineRequest]:
-        return _newest_running_victims(needy, candidates)
+    def rank(self, request: EngineRequest) -> Rank:
+        """vLLM's recompute preemption: the lowest priority, newest running request goes first."""
+        return _arrival(request)
 
 
 def _fill_fcfs(
@@ -193,14 +192,6 @@ def _fill_fcfs(
     for request in sorted(waiting, key=_arrival):
         if not builder.try_add(request):
             return  # FCFS: a waiting request that does not fit blocks the ones behind it
-
-
-def _newest_running_victims(
-    needy: EngineRequest, candidates: Sequence[EngineRequest]
-) -> list[EngineRequest]:
-    """vLLM's recompute preemption: the lowest priority, newest running request goes first."""
-    later = [r for r in candidates if _arrival(r) > _arrival(needy)]
-    return sorted(later, key=_arrival, reverse=True)
 
 
 PolicyFactory = Callable[[int, int, int], SchedulingPolicy]

@@ -69,6 +69,13 @@ class EngineRequest:
     last_token_s: float | None = None
     _output_token_ids: list[int] = field(default_factory=list)
     _prompt_block_hashes: tuple[int, ...] | None = None
+    _num_prompt_tokens: int = field(init=False, repr=False)
+    _is_rt: bool = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # The prompt and the class never change; both are read for every request in every iteration.
+        self._num_prompt_tokens = len(self.prompt_token_ids)
+        self._is_rt = self.service_class == ServiceClass.RT
 
     @classmethod
     def from_generation(
@@ -97,7 +104,7 @@ class EngineRequest:
 
     @property
     def is_rt(self) -> bool:
-        return self.service_class == ServiceClass.RT
+        return self._is_rt
 
     @property
     def output_token_ids(self) -> tuple[int, ...]:
@@ -109,11 +116,11 @@ class EngineRequest:
 
     @property
     def num_prompt_tokens(self) -> int:
-        return len(self.prompt_token_ids)
+        return self._num_prompt_tokens
 
     @property
     def num_tokens(self) -> int:
-        return self.num_prompt_tokens + len(self._output_token_ids)
+        return self._num_prompt_tokens + len(self._output_token_ids)
 
     @property
     def num_tokens_to_compute(self) -> int:

@@ -2,14 +2,19 @@
 Preble section 4.3).
 
 Requests wait in the waiting queue until first scheduled, then stay in the running ("pending") queue,
-holding KV, until they finish; every iteration re-selects from both. One schedule is four phases:
+holding KV, until they finish; every iteration re-selects from both. One schedule is five phases:
 
 1. ``_context``: a read-only view for the policy (queues, limits, cost and memory estimators);
 2. the policy's ``select``: the batch in commit order;
 3. ``_admit_prefix_hits``: newly admitted requests take their cached prefix blocks first, so nothing
    committed later in the batch evicts them;
 4. ``_commit``: KV memory for each request in order (restoring checkpointed slots, lazily checkpointing
-   the BE slots RT overwrites), dropping requests progressively only when nothing else frees memory.
+   the BE slots RT overwrites), dropping requests progressively only when nothing else frees memory:
+   a request may drop the running requests the policy ranks behind it, lowest rank first;
+5. ``_ensure_progress``: when nothing could be committed (the batch's head was blocked by memory that
+   requests ranked before it hold, or by prefix blocks later batch members pinned), the request the
+   policy ranks first runs alone. It may drop every other request, so an engine with work always
+   computes something and the first-ranked request always advances: no deadlock, no livelock.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from dataclasses import dataclass, field
 from forethought.engine.batch import ScheduledRequest, SchedulingContext, Selection, batch_shape
 from forethought.engine.block_manager import BidirectionalBlockManager
 from forethought.engine.executor import BatchShape
+from forethought.engine.kv_blocks import AllocationResult
 from forethought.engine.policies import SchedulingPolicy
 from forethought.engine.prefix_cache import PrefixCache
 from forethought.engine.request import EngineRequest, RequestStatus
@@ -49,6 +55,7 @@ class _CommitLog:
     checkpointed: int = 0
     restored: int = 0
     evicted: list[int] = field(default_factory=list)
+    hit_tokens: int = 0
 
 
 class Scheduler:
@@ -91,8 +98,11 @@ class Scheduler:
 
     def schedule(self, now: float, iteration: int) -> SchedulerOutput:
         selection = self.policy.select(self._context(now, iteration))
-        hit_tokens = self._admit_prefix_hits(selection)
-        log = self._commit(selection, now)
+        log = _CommitLog()
+        log.hit_tokens = self._admit_prefix_hits(selection)
+        self._commit(selection, now, log)
+        if not log.scheduled:
+            self._ensure_progress(selection.batch_limit, now, log)
         shape = batch_shape(
             log.scheduled,
             lambda r: r.num_computed_tokens,
@@ -108,7 +118,7 @@ class Scheduler:
             checkpointed_slots=log.checkpointed,
             restored_slots=log.restored,
             evicted_hashes=tuple(log.evicted),
-            prefix_hit_tokens=hit_tokens,
+            prefix_hit_tokens=log.hit_tokens,
         )
 
     # ---- phases --------------------------------------------------------------------------------------
@@ -143,40 +153,62 @@ class Scheduler:
                 request.num_cached_prompt_tokens = reused
         return hit_tokens
 
-    def _commit(self, selection: Selection, now: float) -> _CommitLog:
-        log = _CommitLog()
+    def _commit(self, selection: Selection, now: float, log: _CommitLog) -> None:
         for item in selection.scheduled:
             request = item.request
             if request.request_id in log.dropped:
                 continue
             num_tokens = min(item.num_tokens, request.num_tokens_to_compute)
-            if not self._make_room(request, num_tokens, log, now):
+            result = self._allocate(request, num_tokens, log)
+            if result is None:
                 if request.status == RequestStatus.WAITING:
                     self.manager.release(request.request_id)  # gives back its prefix-hit blocks
                     request.reset_for_recompute()
                 continue
-            result = self.manager.allocate(request.request_id, request.service_class, num_tokens)
-            log.checkpointed += sum(result.checkpointed.values())
-            log.restored += result.restored_slots
-            log.evicted.extend(result.evicted)
+            if result.checkpointed or result.restored_slots or result.evicted:
+                log.checkpointed += sum(result.checkpointed.values())
+                log.restored += result.restored_slots
+                log.evicted.extend(result.evicted)
             if request.status == RequestStatus.WAITING:
                 self._start_running(request, now, log)
-            log.scheduled.append(ScheduledRequest(request, num_tokens))
-        return log
+            log.scheduled.append(item if num_tokens == item.num_tokens else ScheduledRequest(request, num_tokens))
 
-    def _make_room(self, request: EngineRequest, num_tokens: int, log: _CommitLog, now: float) -> bool:
-        """Progressive dropping (BROS section 5.2) when allocation cannot succeed otherwise."""
-        manager = self.manager
-        if manager.can_allocate(request.request_id, request.service_class, num_tokens):
-            return True
+    def _ensure_progress(self, batch_limit: int, now: float, log: _CommitLog) -> None:
+        """Runs the first-ranked request alone; nothing outranks it, so it may drop all the others."""
+        queued = (*self.running, *self.waiting)
+        if not queued:
+            return
+        first = min(queued, key=self.policy.rank)
+        self._commit_alone(first, batch_limit, now, log)
+        if not log.scheduled and first.status == RequestStatus.RUNNING:
+            # Stuck even alone: its slots are scattered over part-used shared blocks; it restarts densely.
+            self._drop(first)
+            self._commit_alone(first, batch_limit, now, log)
+            log.dropped.append(first.request_id)
+
+    def _commit_alone(self, request: EngineRequest, batch_limit: int, now: float, log: _CommitLog) -> None:
+        selection = Selection((ScheduledRequest(request, self.token_budget),), batch_limit)
+        log.hit_tokens += self._admit_prefix_hits(selection)
+        self._commit(selection, now, log)
+
+    def _allocate(self, request: EngineRequest, num_tokens: int, log: _CommitLog) -> AllocationResult | None:
+        """Allocates, dropping progressively (BROS section 5.2) only when nothing else frees memory: the
+        running requests the policy ranks behind ``request``, lowest rank first, until it fits."""
+        allocate = self.manager.allocate
+        result = allocate(request.request_id, request.service_class, num_tokens)
+        if result is not None:
+            return result
         committed = {item.request.request_id for item in log.scheduled}
-        candidates = [r for r in self.running if r is not request and r.request_id not in committed]
-        for victim in self.policy.drop_victims(request, candidates, now):
+        rank = self.policy.rank
+        needy_rank = rank(request)
+        behind = [r for r in self.running if r.request_id not in committed and rank(r) > needy_rank]
+        for victim in sorted(behind, key=rank, reverse=True):
             self._drop(victim)
             log.dropped.append(victim.request_id)
-            if manager.can_allocate(request.request_id, request.service_class, num_tokens):
-                return True
-        return False
+            result = allocate(request.request_id, request.service_class, num_tokens)
+            if result is not None:
+                return result
+        return None
 
     def _drop(self, victim: EngineRequest) -> None:
         self.running.remove(victim)

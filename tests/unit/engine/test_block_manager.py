@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forethought.engine.backend import ServiceClass
-from forethought.engine.block_manager import BE_SIDE, RT_SIDE, SEALED, BidirectionalBlockManager
+from forethought.engine.block_manager import BE_SIDE, RT_SIDE, SEALED, BidirectionalBlockManager, SealOutcome
 from forethought.engine.prefix_cache import PrefixCache
 
 RT, BE = ServiceClass.RT, ServiceClass.BE
@@ -56,6 +56,17 @@ def test_checkpointed_slots_are_restored_before_the_request_grows() -> None:
     assert positions == list(range(9))
 
 
+def test_room_left_beside_a_restored_range_counts_for_new_tokens() -> None:
+    m = manager(num_blocks=2, host_blocks=1)
+    m.allocate("b", BE, 10)  # block 0 full, positions 8..9 on block 1's BE side
+    m.allocate("A", RT, 6)  # the rest of block 1
+    m.allocate("A", RT, 1)  # overwrites position 9
+    m.release("A")
+    assert m.host_ranges("b") == ((9, 1),) and m.free_capacity("b", BE) == 7
+    assert m.allocate("b", BE, 1) is not None  # position 9 back beside 8, then 10 after it
+    assert [(s.block_id, s.start, s.count) for s in m.segments("b")] == [(0, 0, 8), (1, 8, 3)]
+
+
 def test_without_bidirectional_layout_classes_never_share_a_block() -> None:
     m = manager(num_blocks=2, bidirectional=False)
     m.allocate("b", BE, 3)
@@ -75,6 +86,22 @@ def test_sealed_block_is_shared_and_evicted_only_when_unreferenced() -> None:
     m.release("B")
     assert cache.evictable_hashes() == (11,)
     assert m.allocate("C", BE, 16).evicted == [11]
+
+
+def test_an_equal_cached_block_replaces_the_private_copy_and_sealing_needs_the_parent() -> None:
+    cache = PrefixCache()
+    m = BidirectionalBlockManager(4, BS, 0, True, cache)
+    m.allocate("A", RT, 8)
+    m.allocate("B", BE, 16)
+    assert m.seal("A", 0, block_hash=11, parent_hash=0, token_ids=(0,) * BS) is SealOutcome.STORED
+    # B computed the same first block privately: it reads A's copy instead and its own block is freed.
+    assert m.seal("B", 0, block_hash=11, parent_hash=0, token_ids=(0,) * BS) is SealOutcome.SHARED
+    assert [s.block_id for s in m.segments("B")] == [0, 2] and m.block(1).is_unused
+    assert cache.node(11).ref_count == 2
+    # C holds its first block privately under another hash, so it may not hang a child under 11.
+    m.allocate("C", RT, 16)
+    assert not m.seal("C", BS, block_hash=12, parent_hash=11, token_ids=(0,) * BS)
+    assert m.seal("B", BS, block_hash=12, parent_hash=11, token_ids=(0,) * BS) is SealOutcome.STORED
 
 
 # ---- invariants under random operation sequences ---------------------------------------------------
@@ -120,6 +147,22 @@ def check_invariants(m: BidirectionalBlockManager, live: dict[str, ServiceClass]
             assert (block.owners[side] is None) == (block.counts[side] == 0)
             if block.owners[side] is not None:
                 assert owned[(block_id, side)] == block.owners[side]
+    check_counters_match_a_scan(m)
+
+
+def check_counters_match_a_scan(m: BidirectionalBlockManager) -> None:
+    """The manager's running counters equal what a scan of every block finds."""
+    blocks = [m.block(i) for i in range(m.num_blocks)]
+    evictable = len(m._cache.evictable_hashes()) if m._cache else 0  # noqa: SLF001
+    usage = m.usage()
+    assert usage.rt_slots == sum(b.counts[RT_SIDE] for b in blocks)
+    assert usage.be_slots == sum(b.counts[BE_SIDE] for b in blocks)
+    assert usage.sealed_in_use_slots == (sum(b.sealed_hash is not None for b in blocks) - evictable) * BS
+    assert usage.free_slots == sum(b.is_unused for b in blocks) * BS
+    shareable = [b for b in blocks if b.sealed_hash is None and b.owners[RT_SIDE] and not b.owners[BE_SIDE]]
+    whole = (usage.free_slots + usage.evictable_slots)
+    assert m.free_capacity("newcomer", BE) == whole + sum(b.empty_slots(BS) for b in shareable)
+    assert m.free_capacity("newcomer", RT) == preemptible_capacity(m)
 
 
 @settings(max_examples=150, deadline=None)
