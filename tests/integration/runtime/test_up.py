@@ -35,30 +35,42 @@ def _is_free(port: int) -> bool:
     return True
 
 
+def start_up(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    """Runs ``forethought up ARGS`` and returns once it printed its ready line."""
+    up = subprocess.Popen([sys.executable, "-m", "forethought.cli", "up", *args],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    output: list[str] = []
+    for line in up.stdout:
+        output.append(line)
+        if line.startswith("ready in"):
+            time.sleep(1.0)  # the scheduler's next registry read adopts the workers
+            return up
+    up.wait()
+    raise AssertionError("forethought up exited before it was ready:\n" + "".join(output))
+
+
+def generate(text: str, base: int, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "forethought.cli", "generate", text, "--max-tokens", "8", "--scheduler", f"127.0.0.1:{base}"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )
+
+
+def stop(up: subprocess.Popen[str]) -> str:
+    """Ctrl-C, as a person would; returns what up printed while stopping."""
+    up.send_signal(signal.SIGINT)
+    rest, _ = up.communicate(timeout=120)
+    return rest
+
+
 def test_up_generate_status_and_ctrl_c_leaves_no_process(tmp_path: Path):
     base = free_port_block(20)
-    env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path), "HOME": os.environ.get("HOME", str(tmp_path))}
-    up = subprocess.Popen(
-        [sys.executable, "-m", "forethought.cli", "up", "--workers", "2", "--base-port", str(base), "--sim-speedup", "5"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-    )
-    output: list[str] = []
+    env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path)}
+    up = start_up(["--workers", "2", "--base-port", str(base), "--sim-speedup", "5"], env)
     try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            line = up.stdout.readline()
-            assert line, "forethought up exited before it was ready:\n" + "".join(output)
-            output.append(line)
-            if line.startswith("ready in"):
-                break
         children = psutil.Process(up.pid).children(recursive=True)
-        assert len(children) >= 7  # redis, tokenizer, demand, planner, 2 workers, scheduler
-        time.sleep(1.0)  # the scheduler's registry read adopts the workers
-        generated = subprocess.run(
-            [sys.executable, "-m", "forethought.cli", "generate", "Tell me about the Moon", "--max-tokens", "8",
-             "--scheduler", f"127.0.0.1:{base}"],
-            capture_output=True, text=True, timeout=60, env=env,
-        )
+        assert len(children) >= 7  # redis, tokenizer, demand, planner, 2 workers, scheduler (+ predictor if trained)
+        generated = generate("Tell me about the Moon", base, env)
         assert generated.returncode == 0, generated.stderr
         assert "[8 tokens;" in generated.stdout
         status = subprocess.run([sys.executable, "-m", "forethought.cli", "status"], capture_output=True, text=True, timeout=60, env=env)
@@ -66,9 +78,8 @@ def test_up_generate_status_and_ctrl_c_leaves_no_process(tmp_path: Path):
         assert status.stdout.count("SERVING") >= 6
         assert "worker-1" in status.stdout
     finally:
-        up.send_signal(signal.SIGINT)
-        rest, _ = up.communicate(timeout=60)
-    assert up.returncode == 0, "".join(output) + rest
+        rest = stop(up)
+    assert up.returncode == 0, rest
     time.sleep(0.5)
     alive = [child for child in children if child.is_running() and child.status() != psutil.STATUS_ZOMBIE]
     assert alive == [], f"left running: {[child.cmdline() for child in alive]}"
@@ -79,26 +90,11 @@ def test_up_generate_status_and_ctrl_c_leaves_no_process(tmp_path: Path):
 def test_up_with_the_vllm_engine_serves_real_text_through_the_mesh(tmp_path: Path):
     base = free_port_block(20)
     env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path)}
-    up = subprocess.Popen(
-        [sys.executable, "-m", "forethought.cli", "up", "--workers", "1", "--engine", "vllm", "--base-port", str(base)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-    )
-    output: list[str] = []
+    up = start_up(["--workers", "1", "--engine", "vllm", "--base-port", str(base)], env)
     try:
-        for line in up.stdout:
-            output.append(line)
-            if line.startswith("ready in"):
-                break
-        assert output and output[-1].startswith("ready in"), "".join(output)
-        time.sleep(1.0)
-        generated = subprocess.run(
-            [sys.executable, "-m", "forethought.cli", "generate", "The capital of France is", "--max-tokens", "8",
-             "--scheduler", f"127.0.0.1:{base}"],
-            capture_output=True, text=True, timeout=120, env=env,
-        )
+        generated = generate("The capital of France is", base, env)
         assert generated.returncode == 0, generated.stderr
         assert "Paris" in generated.stdout
     finally:
-        up.send_signal(signal.SIGINT)
-        up.communicate(timeout=120)
-    assert up.returncode == 0
+        rest = stop(up)
+    assert up.returncode == 0, rest

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import io
 import json
 
 from forethought.predict.sharegpt import (
@@ -48,12 +47,13 @@ def test_split_is_stable_and_roughly_80_10_10() -> None:
     assert 0.08 < splits.count("test") / 5000 < 0.12
 
 
-def test_truncated_file_stops_cleanly_after_the_last_whole_record() -> None:
+def test_truncated_file_stops_cleanly_after_the_last_whole_record(tmp_path) -> None:
     records = [
         {"id": "x1", "conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]},
         {"id": "x2", "conversations": [{"from": "human", "value": "bye"}, {"from": "gpt", "value": "ciao"}]},
     ]
     text = json.dumps(records)
     truncated = text[: text.index("ciao")]
-    conversations = list(iter_conversations(io.BytesIO(truncated.encode())))
+    (tmp_path / "sharegpt.json").write_text(truncated)
+    conversations = list(iter_conversations(tmp_path / "sharegpt.json"))
     assert [conversation_id for conversation_id, _ in conversations] == ["x1"]
