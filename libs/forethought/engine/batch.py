@@ -128,11 +128,14 @@ class BatchBuilder:
     def tokens_left(self) -> int:
         return self.ctx.token_budget - self._tokens
 
-    def try_add(self, request: EngineRequest) -> bool:
-        """Adds the request with as many tokens as budget and memory allow; False when none fit."""
+    def try_add(self, request: EngineRequest, max_tokens: int | None = None) -> bool:
+        """Adds the request with as many tokens as budget, memory and ``max_tokens`` allow; False when none
+        fit."""
         if self.is_full:
             return False
         wanted = min(tokens_to_compute(self.ctx, request), self.tokens_left)
+        if max_tokens is not None:
+            wanted = min(wanted, max_tokens)
         checkpointed = self.ctx.checkpointed_slots(request)
         # The batch's head may still run by dropping others when the scheduler commits it.
         if self._items:
@@ -141,6 +144,10 @@ class BatchBuilder:
             return False
         self._count(ScheduledRequest(request, wanted), checkpointed, 1)
         return True
+
+    def tokens_of(self, request: EngineRequest) -> int:
+        """Tokens the batch gives ``request`` (0 when it is not in the batch)."""
+        return next((item.num_tokens for item in self._items if item.request is request), 0)
 
     def remove(self, request: EngineRequest) -> None:
         for item in self._items:

@@ -1,8 +1,10 @@
 """TCP-like adaptive batch size (BROS section 4.2, "Adaptive Batch Sizing").
 
-Start conservative; grow by one each iteration that left no RT request waiting (additive increase);
-reset to the initial size as soon as the estimated iteration time overran the tightest RT residual time
-(aggressive backoff).
+Start conservative; grow by one every iteration whose RT selection did not take Algorithm 1's early return
+(lines 11-12), whether or not RT requests are queued (gradual expansion); reset to the initial size as
+soon as the estimated iteration time overran the tightest RT residual time (aggressive backoff). Growth
+must not wait for an empty RT queue: under steady RT load the queue is never empty, and a batch frozen at
+its initial size leaves running RT requests undecoded until they miss their TPOT.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ class AdaptiveBatchSize:
             raise ValueError("need 1 <= initial batch size <= maximum batch size")
         self.current = self.current or self.initial
 
-    def update(self, backed_off: bool, rt_left_waiting: bool) -> None:
+    def update(self, backed_off: bool) -> None:
         if backed_off:
             self.current = self.initial
-        elif not rt_left_waiting:
+        else:
             self.current = min(self.maximum, self.current + 1)

@@ -112,8 +112,7 @@ class BrosVllmScheduler(Scheduler):
         for request in self.running:
             request.priority = self._priority(request.request_id)
         residual = min((self._deadline(r.request_id) for r in self._rt_requests()), default=math.inf) - now
-        rt_waiting = any(self._is_rt(r) for r in self.waiting)
-        self._batch.update(backed_off=residual < self._iteration_s, rt_left_waiting=rt_waiting)
+        self._batch.update(backed_off=residual < self._iteration_s)
         self.max_num_active_reqs = self._batch.current
         self._make_room_for_rt(now)
         self._step_started = now

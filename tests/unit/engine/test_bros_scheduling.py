@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from forethought.engine.backend import ServiceClass
@@ -110,13 +112,52 @@ def test_proportional_picks_favour_better_cached_groups_without_starving() -> No
     assert proportional_order(list(ratios), ratios.__getitem__, 0) == list(ratios)
 
 
-def test_adaptive_batch_size_grows_additively_and_backs_off_to_the_start() -> None:
+def test_adaptive_batch_size_grows_every_iteration_without_backoff_and_resets_on_backoff() -> None:
     size = AdaptiveBatchSize(initial=2, maximum=4)
-    size.update(backed_off=False, rt_left_waiting=False)
-    size.update(backed_off=False, rt_left_waiting=True)
+    size.update(backed_off=False)
     assert size.current == 3
-    size.update(backed_off=False, rt_left_waiting=False)
-    size.update(backed_off=False, rt_left_waiting=False)
-    assert size.current == 4
-    size.update(backed_off=True, rt_left_waiting=False)
+    size.update(backed_off=False)
+    size.update(backed_off=False)
+    assert size.current == 4  # capped at the maximum
+    size.update(backed_off=True)
     assert size.current == 2
+
+
+def test_steady_rt_arrivals_beside_be_keep_meeting_tpot(make_engine, make_request) -> None:
+    """RT keeps arriving beside queued BE work and soon outnumbers the initial batch size: the batch must
+    still grow (BE taking a slack RT's place must not freeze it), and a deadline no batch can meet any more
+    must not back it off every iteration, or running RT requests go undecoded past their TPOT."""
+    engine = make_engine(policy="bros", profile="llama-13b-a100", num_blocks=2048, initial_batch_size=2)
+    for i in range(16):
+        engine.add_request(make_request(f"be{i}", prompt_len=256, max_tokens=64), 0.0)
+    arrivals = [(0.2 * i, f"rt{i}") for i in range(40)]
+    token_times: dict[str, list[float]] = {}
+    now = 0.0
+    while arrivals or engine.has_work():
+        while arrivals and arrivals[0][0] <= now:
+            at, rid = arrivals.pop(0)
+            engine.add_request(make_request(rid, prompt_len=64, max_tokens=40, service_class=RT,
+                                            ttft_slo_s=0.4, tpot_slo_s=0.2), at)
+        if not engine.has_work():
+            now = arrivals[0][0]
+            continue
+        out = engine.step(now)
+        now += out.duration_s
+        for rid in out.new_tokens:
+            token_times.setdefault(rid, []).append(now)
+    rt_times = [times for rid, times in token_times.items() if rid.startswith("rt")]
+    gaps = [b - a for times in rt_times for a, b in pairwise(times)]
+    assert len(rt_times) == 40 and max(gaps) <= 0.2
+
+
+def test_be_prefill_takes_the_chunk_that_fits_the_rt_residual(make_engine, make_request) -> None:
+    """A whole BE prompt would overrun the decoding RT's TPOT residual; a shorter chunk still runs."""
+    engine = make_engine(policy="bros", profile="llama-13b-a100", num_blocks=1024)
+    engine.add_request(make_request("rt", prompt_len=64, max_tokens=8, service_class=RT,
+                                    ttft_slo_s=0.4, tpot_slo_s=0.2), 0.0)
+    first = engine.step(0.0)
+    engine.add_request(make_request("be", prompt_len=2000, max_tokens=4), first.duration_s)
+    out = engine.step(first.duration_s)
+    assert (out.metrics.rt_requests, out.metrics.be_requests) == (1, 1)
+    assert 0 < out.metrics.be_prefill_tokens < 2000
+    assert out.duration_s <= 0.2
