@@ -12,6 +12,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import grpc
@@ -60,39 +61,36 @@ class StatusInterceptor(grpc.aio.ServerInterceptor):
 
 def _unary(behaviour: Callable[..., Awaitable[Any]], labels: tuple[str, str]) -> Callable[..., Awaitable[Any]]:
     async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        started = time.perf_counter()
-        code = grpc.StatusCode.OK
-        try:
+        async with _guarded(context, labels):
             return await behaviour(request, context)
-        except asyncio.CancelledError:
-            code = grpc.StatusCode.CANCELLED
-            raise
-        except Exception as error:  # noqa: BLE001 - every failure must become a status
-            code = _code_of(error, context)
-            await _abort(error, context, labels)
-        finally:
-            _record(labels, code, started)
 
     return call
 
 
 def _streaming(behaviour: Callable[..., AsyncIterator[Any]], labels: tuple[str, str]) -> Callable[..., AsyncIterator[Any]]:
     async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        started = time.perf_counter()
-        code = grpc.StatusCode.OK
-        try:
+        async with _guarded(context, labels):
             async for response in behaviour(request, context):
                 yield response
-        except asyncio.CancelledError:
-            code = grpc.StatusCode.CANCELLED
-            raise
-        except Exception as error:  # noqa: BLE001 - every failure must become a status
-            code = _code_of(error, context)
-            await _abort(error, context, labels)
-        finally:
-            _record(labels, code, started)
 
     return call
+
+
+@asynccontextmanager
+async def _guarded(context: grpc.aio.ServicerContext, labels: tuple[str, str]) -> AsyncIterator[None]:
+    """Turns what the handler raises into its status, and records the call's code and duration."""
+    started = time.perf_counter()
+    code = grpc.StatusCode.OK
+    try:
+        yield
+    except asyncio.CancelledError:
+        code = grpc.StatusCode.CANCELLED
+        raise
+    except Exception as error:  # noqa: BLE001 - every failure must become a status
+        code = _code_of(error, context)
+        await _abort(error, context, labels)
+    finally:
+        _record(labels, code, started)
 
 
 def _code_of(error: Exception, context: grpc.aio.ServicerContext) -> grpc.StatusCode:
