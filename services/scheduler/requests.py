@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import grpc
 
-from forethought.engine.backend import ServiceClass
 from forethought.rpc import convert
 from forethought.rpc.errors import NotFound, Unavailable, require
 from forethought.scheduling import ScheduledRequest
@@ -45,12 +44,12 @@ def prompt_text(request: scheduler_pb2.GenerateRequest) -> str:
 
 
 def worker_request(scheduled: ScheduledRequest, request: scheduler_pb2.GenerateRequest,
-                   token_ids: list[int]) -> worker_pb2.WorkerServiceGenerateRequest:
-    real_time = convert.service_class_from_proto(request.service_class) == ServiceClass.RT
+                   token_ids: list[int], priority: int) -> worker_pb2.WorkerServiceGenerateRequest:
+    """``priority``: the engine-side order (``forethought.queueing.engine_priority``)."""
     return worker_pb2.WorkerServiceGenerateRequest(
         request_id=scheduled.request_id, prompt_token_ids=token_ids, max_tokens=request.max_tokens,
         sampling=request.sampling, service_class=request.service_class, slo=request.slo,
-        priority=0 if real_time else 1,
+        priority=priority,
     )
 
 

@@ -17,7 +17,7 @@ import grpc
 
 from forethought.cluster.registry import WorkerRegistry
 from forethought.prefix.hashing import chained_block_hashes
-from forethought.queueing import QueuedRequest
+from forethought.queueing import QueuedRequest, engine_priority
 from forethought.rpc import convert
 from forethought.rpc.errors import AlreadyExists, NotFound, Unavailable, require
 from forethought.scheduling import WORKER_LOSS_CODES, RequestStatus, ScheduledRequest
@@ -71,7 +71,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 except RequestWithdrawn:
                     yield scheduler_pb2.GenerateResponse(request_id=request_id, finish_reason=common_pb2.FINISH_REASON_ABORT)
                     return
-                call = self._pool.stub(worker_id).Generate(worker_request(scheduled, request, token_ids), timeout=context.time_remaining())
+                priority = engine_priority(self._placement.dispatcher(request.model).queue.policy, scheduled.queued)
+                call = self._pool.stub(worker_id).Generate(
+                    worker_request(scheduled, request, token_ids, priority), timeout=context.time_remaining())
                 try:
                     async for reply in self._relay(scheduled, call, request, text):
                         yield reply

@@ -3,7 +3,7 @@
 from forethought.queueing.gittins import gittins_index
 from forethought.queueing.global_queue import GlobalQueue, QueueFull
 from forethought.queueing.policies import POLICY_NAMES, build_policy
-from forethought.queueing.policy import QueuedRequest, QueuePolicy
+from forethought.queueing.policy import QueuedRequest, QueuePolicy, engine_priority
 
 __all__ = [
     "POLICY_NAMES",
@@ -12,5 +12,6 @@ __all__ = [
     "QueuePolicy",
     "QueuedRequest",
     "build_policy",
+    "engine_priority",
     "gittins_index",
 ]

@@ -50,3 +50,17 @@ class QueuePolicy(Protocol):
         That is what lets ``GlobalQueue`` keep a heap; an order change comes only from
         ``GlobalQueue.update_priority``.
         """
+
+
+ENGINE_PRIORITY_BAND = 1 << 30
+"""Engine priorities of RT requests lie below this, BE requests at or above it."""
+
+
+def engine_priority(policy: QueuePolicy, request: QueuedRequest) -> int:
+    """The priority an engine orders its local queue by (lower first, vLLM's convention).
+
+    RT comes before BE; within a class, the policy's own time-free score (SSJF's predicted length, the
+    Gittins index, slack, arrival), so the engine keeps the global queue's order among what it holds.
+    """
+    score = min(max(int(policy.rank(request)[-1]) + ENGINE_PRIORITY_BAND // 2, 0), ENGINE_PRIORITY_BAND - 1)
+    return score if request.service_class == ServiceClass.RT else ENGINE_PRIORITY_BAND + score
