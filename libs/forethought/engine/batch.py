@@ -128,9 +128,10 @@ class BatchBuilder:
     def tokens_left(self) -> int:
         return self.ctx.token_budget - self._tokens
 
-    def try_add(self, request: EngineRequest, max_tokens: int | None = None) -> bool:
+    def try_add(self, request: EngineRequest, max_tokens: int | None = None, may_drop: bool = False) -> bool:
         """Adds the request with as many tokens as budget, memory and ``max_tokens`` allow; False when none
-        fit."""
+        fit. ``may_drop``: memory is not checked, the scheduler drops requests ranked behind it to commit it
+        (BROS 5.2's progressive dropping, for RT that must not wait)."""
         if self.is_full:
             return False
         wanted = min(tokens_to_compute(self.ctx, request), self.tokens_left)
@@ -138,7 +139,7 @@ class BatchBuilder:
             wanted = min(wanted, max_tokens)
         checkpointed = self.ctx.checkpointed_slots(request)
         # The batch's head may still run by dropping others when the scheduler commits it.
-        if self._items:
+        if self._items and not may_drop:
             wanted = min(wanted, self.ctx.free_slots(request) - self._reserved_slots - checkpointed)
         if wanted <= 0:
             return False

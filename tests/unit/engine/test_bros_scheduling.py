@@ -161,3 +161,22 @@ def test_be_prefill_takes_the_chunk_that_fits_the_rt_residual(make_engine, make_
     assert (out.metrics.rt_requests, out.metrics.be_requests) == (1, 1)
     assert 0 < out.metrics.be_prefill_tokens < 2000
     assert out.duration_s <= 0.2
+
+
+def test_urgent_rt_prefill_leaves_running_rt_decodes_within_their_tpot(make_engine, make_request) -> None:
+    """Heavy RT load: a long RT prompt with the earliest deadline must not push the running decodes out of
+    the batch (adaptive size backed off to its initial 2) or past their 0.2 s TPOT (a whole 2,048-token
+    chunk is about 0.36 s on a 13B model); it takes the chunk that fits beside them."""
+    engine = make_engine(profile="llama-13b-a100", num_blocks=1024, initial_batch_size=2, max_batch_size=16)
+    for i in range(6):
+        engine.add_request(make_request(f"rt{i}", prompt_len=32, max_tokens=50, service_class=RT,
+                                        ttft_slo_s=0.4, tpot_slo_s=0.2), 0.0)
+    now = 0.0
+    while any(engine.request(f"rt{i}").first_token_s is None for i in range(6)):
+        now += engine.step(now).duration_s
+    engine.add_request(make_request("long", prompt_len=2000, service_class=RT, ttft_slo_s=0.01,
+                                    tpot_slo_s=0.2), now)
+    out = engine.step(now)
+    assert out.metrics.rt_decode_tokens == 6
+    assert 0 < out.metrics.rt_prefill_tokens < 2000
+    assert out.duration_s <= 0.2
