@@ -29,10 +29,11 @@ from forethought.sim.metrics import ClassMetrics, summarize
 from forethought.workloads.arrivals import poisson_arrivals, with_arrivals
 from forethought.workloads.azure import azure_trace_path, load_azure_trace
 from forethought.workloads.sharegpt import first_turns, load_sharegpt_conversations
-from forethought.workloads.workload import ClosedLoopBatches, TraceRequest, Workload
+from forethought.workloads.workload import ClosedLoopBatches, RequestClass, TraceRequest, Workload
 
 TTFT_SLO_S = 0.4
 TPOT_SLO_S = 0.2
+RT_CLASS = RequestClass(ttft_slo_s=TTFT_SLO_S, tpot_slo_s=TPOT_SLO_S)
 
 
 @dataclass(frozen=True)
@@ -84,11 +85,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 def rt_length_pool(source: str, data_dir: Path | None) -> list[TraceRequest]:
     """RT requests whose lengths the runs sample, with the SLOs attached."""
     if source == "sharegpt":
-        pool = first_turns(load_sharegpt_conversations(limit=4000, ttft_slo_s=TTFT_SLO_S,
-                                                       tpot_slo_s=TPOT_SLO_S))
+        pool = first_turns(load_sharegpt_conversations(limit=4000, request_class=RT_CLASS))
     else:
-        pool = load_azure_trace(azure_trace_path("conv", data_dir), limit=4000,
-                                ttft_slo_s=TTFT_SLO_S, tpot_slo_s=TPOT_SLO_S)
+        pool = load_azure_trace(azure_trace_path("conv", data_dir), limit=4000, request_class=RT_CLASS)
     return [r for r in pool if 4 <= r.prompt_tokens <= 1024 and r.output_tokens >= 4
             and r.prompt_tokens + r.output_tokens <= 2048]
 

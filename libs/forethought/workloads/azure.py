@@ -11,9 +11,8 @@ import csv
 from datetime import datetime
 from pathlib import Path
 
-from forethought.engine.backend import ServiceClass
 from forethought.workloads.data_dir import default_data_dir
-from forethought.workloads.workload import TokenSegment, TraceRequest
+from forethought.workloads.workload import RequestClass, TokenSegment, TraceRequest
 
 AZURE_DIR = "azure-llm-inference-2023"
 AZURE_FILES = {"conv": "AzureLLMInferenceTrace_conv.csv", "code": "AzureLLMInferenceTrace_code.csv"}
@@ -30,9 +29,7 @@ def azure_trace_path(kind: str = "conv", data_dir: str | Path | None = None) -> 
 def load_azure_trace(
     path: str | Path,
     limit: int | None = None,
-    service_class: ServiceClass = ServiceClass.RT,
-    ttft_slo_s: float = 0.0,
-    tpot_slo_s: float = 0.0,
+    request_class: RequestClass = RequestClass(),
 ) -> list[TraceRequest]:
     """The first ``limit`` rows (all when None) of an Azure trace CSV as requests.
 
@@ -52,8 +49,8 @@ def load_azure_trace(
                 arrival_s=(arrival - first_arrival).total_seconds(),
                 prompt=(TokenSegment(path.stem, row_index, int(row["ContextTokens"])),),
                 output_tokens=int(row["GeneratedTokens"]),
-                service_class=service_class,
-                ttft_slo_s=ttft_slo_s,
-                tpot_slo_s=tpot_slo_s,
+                service_class=request_class.service_class,
+                ttft_slo_s=request_class.ttft_slo_s,
+                tpot_slo_s=request_class.tpot_slo_s,
             ))
     return requests

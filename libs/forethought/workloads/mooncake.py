@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from forethought.engine.backend import ServiceClass
-from forethought.workloads.workload import TokenSegment, TraceRequest
+from forethought.workloads.workload import RequestClass, TokenSegment, TraceRequest
 
 MOONCAKE_BLOCK_TOKENS = 512
 
@@ -36,9 +35,7 @@ def mooncake_prompt(input_length: int, hash_ids: list[int], namespace: str = "mo
 def load_mooncake_trace(
     path: str | Path,
     limit: int | None = None,
-    service_class: ServiceClass = ServiceClass.RT,
-    ttft_slo_s: float = 0.0,
-    tpot_slo_s: float = 0.0,
+    request_class: RequestClass = RequestClass(),
 ) -> list[TraceRequest]:
     """The first ``limit`` lines (all when None) of a Mooncake JSONL trace as requests (ids ``<stem>-<line>``)."""
     path = Path(path)
@@ -53,8 +50,8 @@ def load_mooncake_trace(
                 arrival_s=float(record["timestamp"]) / 1000.0,
                 prompt=mooncake_prompt(int(record["input_length"]), list(record["hash_ids"])),
                 output_tokens=int(record["output_length"]),
-                service_class=service_class,
-                ttft_slo_s=ttft_slo_s,
-                tpot_slo_s=tpot_slo_s,
+                service_class=request_class.service_class,
+                ttft_slo_s=request_class.ttft_slo_s,
+                tpot_slo_s=request_class.tpot_slo_s,
             ))
     return requests

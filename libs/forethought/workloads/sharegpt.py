@@ -16,8 +16,7 @@ from typing import Any
 
 import ijson
 
-from forethought.engine.backend import ServiceClass
-from forethought.workloads.workload import Conversation, TokenSegment, TraceRequest
+from forethought.workloads.workload import Conversation, RequestClass, TokenSegment, TraceRequest
 
 TokenCounter = Callable[[str], int]
 
@@ -52,9 +51,7 @@ def conversation_from_record(
     record: dict[str, Any],
     count_tokens: TokenCounter = approximate_token_count,
     max_context_tokens: int | None = None,
-    service_class: ServiceClass = ServiceClass.RT,
-    ttft_slo_s: float = 0.0,
-    tpot_slo_s: float = 0.0,
+    request_class: RequestClass = RequestClass(),
     think_time_s: float = 0.0,
 ) -> Conversation:
     """One record's turns; the conversation ends before the first turn whose context would exceed the cap."""
@@ -76,8 +73,8 @@ def conversation_from_record(
                 break
             turns.append(TraceRequest(
                 request_id=f"{conversation_id}-t{len(turns)}", arrival_s=0.0, prompt=tuple(context),
-                output_tokens=max(1, segment.length), service_class=service_class,
-                ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s,
+                output_tokens=max(1, segment.length), service_class=request_class.service_class,
+                ttft_slo_s=request_class.ttft_slo_s, tpot_slo_s=request_class.tpot_slo_s,
             ))
             awaiting_reply = False
         # A leading assistant message (the record starts mid-chat) answers nothing: leave it out.
@@ -91,9 +88,7 @@ def load_sharegpt_conversations(
     limit: int | None = None,
     count_tokens: TokenCounter = approximate_token_count,
     max_context_tokens: int | None = None,
-    service_class: ServiceClass = ServiceClass.RT,
-    ttft_slo_s: float = 0.0,
-    tpot_slo_s: float = 0.0,
+    request_class: RequestClass = RequestClass(),
     think_time_s: float = 0.0,
 ) -> list[Conversation]:
     """The first ``limit`` conversations with at least one turn, all starting at time 0.
@@ -107,8 +102,7 @@ def load_sharegpt_conversations(
     for record in iter_sharegpt_records(path if path is not None else sharegpt_path()):
         if limit is not None and len(conversations) >= limit:
             break
-        conversation = conversation_from_record(record, count_tokens, max_context_tokens, service_class,
-                                                ttft_slo_s, tpot_slo_s, think_time_s)
+        conversation = conversation_from_record(record, count_tokens, max_context_tokens, request_class, think_time_s)
         if conversation.turns:
             conversations.append(conversation)
     return conversations

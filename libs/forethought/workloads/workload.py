@@ -48,6 +48,15 @@ def expand_segments(segments: Sequence[TokenSegment]) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True)
+class RequestClass:
+    """The service class and SLOs a loader gives every request it reads (BROS section 3)."""
+
+    service_class: ServiceClass = ServiceClass.RT
+    ttft_slo_s: float = 0.0
+    tpot_slo_s: float = 0.0
+
+
+@dataclass(frozen=True)
 class TraceRequest:
     """One request of a workload: its arrival, prompt, output length and service class.
 

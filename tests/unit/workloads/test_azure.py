@@ -2,10 +2,11 @@ import pytest
 
 from forethought.engine.backend import ServiceClass
 from forethought.workloads.azure import azure_trace_path, load_azure_trace
+from forethought.workloads.workload import RequestClass
 
 
 def test_first_rows_of_the_conv_trace() -> None:
-    requests = load_azure_trace(azure_trace_path("conv"), limit=3, ttft_slo_s=0.4)
+    requests = load_azure_trace(azure_trace_path("conv"), limit=3, request_class=RequestClass(ttft_slo_s=0.4))
     assert [r.request_id for r in requests] == [
         "AzureLLMInferenceTrace_conv-0", "AzureLLMInferenceTrace_conv-1", "AzureLLMInferenceTrace_conv-2"]
     assert [r.prompt_tokens for r in requests] == [374, 396, 879]

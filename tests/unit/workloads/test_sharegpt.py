@@ -6,6 +6,7 @@ from forethought.workloads.sharegpt import (
     first_turns,
     load_sharegpt_conversations,
 )
+from forethought.workloads.workload import RequestClass
 
 
 def _message(role: str, words: int) -> dict[str, str]:
@@ -29,7 +30,8 @@ def test_turns_carry_earlier_messages_and_a_truncated_tail_is_dropped(tmp_path) 
     ]
     _write_truncated(path, records)
     words = lambda text: len(text.split())  # noqa: E731
-    conversations = load_sharegpt_conversations(path, count_tokens=words, ttft_slo_s=0.4, think_time_s=2.0)
+    conversations = load_sharegpt_conversations(path, count_tokens=words, request_class=RequestClass(ttft_slo_s=0.4),
+                                                think_time_s=2.0)
     assert [c.conversation_id for c in conversations] == ["a", "mid"]
     first, second = conversations[0].turns
     assert (first.request_id, first.prompt_tokens, first.output_tokens) == ("a-t0", 3, 5)
