@@ -14,10 +14,9 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from forethought.cluster.registry import WorkerRecord
-from forethought.queueing import GlobalQueue, QueueFull, build_policy
-from forethought.routing import build_router
+from forethought.queueing import QueueFull
 from forethought.rpc.errors import ResourceExhausted, Unavailable
-from forethought.scheduling import Dispatcher, Failover, ScheduledRequest, WorkerSlots, WorkerView
+from forethought.scheduling import Dispatcher, Failover, ScheduledRequest, WorkerView
 from forethought.telemetry.metrics import DEGRADED, QUEUE_DEPTH
 
 log = logging.getLogger(__name__)

@@ -77,7 +77,7 @@ def test_models_load_and_unload_by_name(worker):
 def test_a_killed_workers_entries_expire_and_the_scheduler_stops_sending_to_it(start_service, redis_server, namespace):
     fast = ("--engine", "sim", "--sim-speedup", "10", "--heartbeat-s", "0.5", "--heartbeat-ttl-s", "2")
     doomed = start_service("worker", *fast, "--worker-id", "doomed")
-    survivor = start_service("worker", *fast, "--worker-id", "survivor")
+    start_service("worker", *fast, "--worker-id", "survivor")
     scheduler = start_service("scheduler", "--registry-poll-s", "0.2", "--heartbeat-ttl-s", "2", "--router", "e2")
     prompt = list(range(5000, 5128))
     with grpc.insecure_channel(doomed.address) as channel:
