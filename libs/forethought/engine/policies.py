@@ -37,6 +37,11 @@ def _arrival(request: EngineRequest) -> Rank:
     return (request.priority, request.arrival_s, request.sequence)
 
 
+def _arrival_only(request: EngineRequest) -> Rank:
+    """vLLM's ``fcfs`` order: arrival alone, blind to priority and service class."""
+    return (request.arrival_s, request.sequence)
+
+
 def _by_deadline(request: EngineRequest) -> Rank:
     """RT urgency: the next token's deadline, arrival order among equal deadlines (no SLO: +inf)."""
     return (request.deadline_s(), request.arrival_s, request.sequence)
@@ -142,8 +147,15 @@ class BrosPolicy:
         return False
 
     def _add_be(self, builder: BatchBuilder, be_order: Sequence[EngineRequest], residual: float) -> None:
-        """Algorithm 1 lines 17-33: add BE, or let it replace the least urgent RT that can wait."""
+        """Algorithm 1 lines 17-33: add BE, or let it replace the least urgent RT that can wait.
+
+        A waiting BE is admitted only while every running BE fitted: starting new BE prompts in memory the
+        running ones cannot grow into only strands both (vLLM likewise admits nothing while it preempts).
+        """
+        starved = False
         for request in be_order:
+            if request.status == RequestStatus.WAITING and starved:
+                return
             replaced = None
             if builder.is_full:
                 replaced = self._replaceable_rt(builder)
@@ -152,6 +164,7 @@ class BrosPolicy:
                 builder.remove(replaced)
             if self._try_add_within(builder, request, residual):
                 continue
+            starved = True
             if replaced is not None:
                 builder.try_add(replaced)
 
@@ -191,7 +204,9 @@ class BrosPolicy:
 
 
 class FcfsPolicy:
-    """vLLM's scheduler: running requests first, then waiting ones, by (priority, arrival); class-blind."""
+    """vLLM's ``fcfs`` scheduler (the paper's vLLM baseline): running requests first, then waiting ones,
+    by arrival alone. It is blind to service class and priority, so an RT request that arrives after a BE
+    batch waits behind it (head-of-line blocking, BROS section 2.2)."""
 
     name = "fcfs"
 
@@ -200,11 +215,26 @@ class FcfsPolicy:
 
     def select(self, ctx: SchedulingContext) -> Selection:
         builder = BatchBuilder(ctx, self.max_batch_size)
-        _fill_fcfs(builder, ctx.running, ctx.waiting)
+        _fill_fcfs(builder, ctx.running, ctx.waiting, _arrival_only)
         return builder.selection()
 
     def rank(self, request: EngineRequest) -> Rank:
-        """vLLM's recompute preemption: the lowest priority, newest running request goes first."""
+        """vLLM's recompute preemption: the newest running request goes first."""
+        return _arrival_only(request)
+
+
+class PriorityPolicy(FcfsPolicy):
+    """vLLM's ``priority`` scheduler: FCFS by (priority, arrival); lower priority values run first."""
+
+    name = "priority"
+
+    def select(self, ctx: SchedulingContext) -> Selection:
+        builder = BatchBuilder(ctx, self.max_batch_size)
+        _fill_fcfs(builder, ctx.running, ctx.waiting, _arrival)
+        return builder.selection()
+
+    def rank(self, request: EngineRequest) -> Rank:
+        """vLLM's priority preemption: the lowest priority, newest running request goes first."""
         return _arrival(request)
 
 
@@ -223,7 +253,7 @@ class RoundRobinPolicy:
             running = [r for r in ctx.running if r.is_rt == is_rt]
             waiting = [r for r in ctx.waiting if r.is_rt == is_rt]
             if any(tokens_to_compute(ctx, r) > 0 for r in (*running, *waiting)):
-                _fill_fcfs(builder, running, waiting)
+                _fill_fcfs(builder, running, waiting, _arrival)
                 break
         return builder.selection()
 
@@ -233,11 +263,14 @@ class RoundRobinPolicy:
 
 
 def _fill_fcfs(
-    builder: BatchBuilder, running: Sequence[EngineRequest], waiting: Sequence[EngineRequest]
+    builder: BatchBuilder,
+    running: Sequence[EngineRequest],
+    waiting: Sequence[EngineRequest],
+    order: Callable[[EngineRequest], Rank],
 ) -> None:
-    for request in sorted(running, key=_arrival):
+    for request in sorted(running, key=order):
         builder.try_add(request)
-    for request in sorted(waiting, key=_arrival):
+    for request in sorted(waiting, key=order):
         if not builder.try_add(request):
             return  # FCFS: a waiting request that does not fit blocks the ones behind it
 
@@ -247,6 +280,7 @@ PolicyFactory = Callable[[int, int, int], SchedulingPolicy]
 POLICIES: dict[str, PolicyFactory] = {
     "bros": lambda initial, maximum, groups: BrosPolicy(initial, maximum, groups),
     "fcfs": lambda initial, maximum, groups: FcfsPolicy(maximum),
+    "priority": lambda initial, maximum, groups: PriorityPolicy(maximum),
     "round_robin": lambda initial, maximum, groups: RoundRobinPolicy(maximum),
 }
 

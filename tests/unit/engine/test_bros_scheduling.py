@@ -180,3 +180,39 @@ def test_urgent_rt_prefill_leaves_running_rt_decodes_within_their_tpot(make_engi
     assert out.metrics.rt_decode_tokens == 6
     assert 0 < out.metrics.rt_prefill_tokens < 2000
     assert out.duration_s <= 0.2
+
+
+def test_rt_decode_drops_newest_be_first_and_keeps_every_rt(make_engine, make_request) -> None:
+    engine = make_engine(num_blocks=3, block_size=16, host_tier_blocks=0, prefix_cache=False,
+                         bidirectional_kv=False)
+    engine.add_request(make_request("relaxed", prompt_len=16, service_class=RT, ttft_slo_s=5.0,
+                                    tpot_slo_s=5.0, max_tokens=8), 0.0)
+    engine.add_request(make_request("be-old", prompt_len=16, max_tokens=8), 0.0)
+    engine.add_request(make_request("be-new", prompt_len=16, max_tokens=8), 0.0)
+    engine.step(0.0)  # three full blocks: every decode now needs a new block
+    out = engine.step(0.1)
+    assert out.metrics.preemptions == 1 and "relaxed" in out.new_tokens
+    assert engine.request("be-new").num_computed_tokens == 0  # dropped: the newest BE goes first
+    assert engine.request("be-old").num_computed_tokens == 16 and engine.block_manager.tokens_held("be-old") == 16
+
+
+def test_bros_drop_order_is_be_newest_first_then_rt_by_remaining_time(make_engine, make_request) -> None:
+    engine = make_engine(policy="bros")
+    specs = [("rt-soon", RT, 0.4), ("rt-late", RT, 2.0), ("be-old", BE, 0.0), ("be-new", BE, 0.0)]
+    for request_id, service_class, ttft in specs:
+        engine.add_request(make_request(request_id, service_class=service_class, ttft_slo_s=ttft), 0.0)
+    requests = [engine.request(request_id) for request_id, _, _ in specs]
+    rank = engine.scheduler.policy.rank
+    victims_first = [r.request_id for r in sorted(requests, key=rank, reverse=True)]
+    assert victims_first == ["be-new", "be-old", "rt-late", "rt-soon"]
+    # A request may drop only those ranked behind it: an RT never drops a more urgent RT.
+    assert not rank(engine.request("rt-soon")) > rank(engine.request("rt-late"))
+
+
+def test_fcfs_is_blind_to_class_and_priority_as_vllm(make_engine, make_request, run_until_idle) -> None:
+    engine = make_engine(policy="fcfs", max_batch_size=1, initial_batch_size=1)
+    engine.add_request(make_request("be-first", max_tokens=2), 0.0)
+    engine.add_request(make_request("rt-second", service_class=RT, ttft_slo_s=0.4, max_tokens=2), 0.0)
+    engine.set_priority("rt-second", -1)
+    order = [rid for _, out in run_until_idle(engine) for rid in out.finished]
+    assert order == ["be-first", "rt-second"]

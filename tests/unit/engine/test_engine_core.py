@@ -87,7 +87,7 @@ def test_abort_frees_the_request(make_engine, make_request) -> None:
 
 
 def test_priority_can_change_while_waiting(make_engine, make_request, run_until_idle) -> None:
-    engine = make_engine(policy="fcfs", max_batch_size=1, initial_batch_size=1)
+    engine = make_engine(policy="priority", max_batch_size=1, initial_batch_size=1)
     engine.add_request(make_request("early", max_tokens=1), 0.0)
     engine.add_request(make_request("late", max_tokens=1), 0.0)
     engine.set_priority("late", -1)
