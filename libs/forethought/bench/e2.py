@@ -11,8 +11,10 @@ and reports mean and p99 request latency. This benchmark replays three workloads
 - ``toolprompt``: tool calls with Zipf-popular tool prompts (1,500-3,000 tokens) and short queries.
 
 It reports mean and p99 latency and TTFT, and the cluster prefix hit ratio next to the ideal of an
-infinite cache (every block seen before is a hit). Run: ``forethought bench e2`` (``--quick`` for a
-smoke run, ``--requests``, ``--engines``, ``--routers``).
+infinite cache (every block seen before is a hit). Runs are 1,000 requests (500 ShareGPT turns) so the
+caches and queues reach a steady state, as Preble measures after the system is stable. E2's prefill and
+decode time functions are the simulated engines' cost profile. Run: ``forethought bench e2``
+(``--quick`` for a smoke run, ``--requests``, ``--engines``, ``--routers``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from forethought.bench.report import LineSeries, ResultTable, add_output_argument, line_plot, progress, write_table
+from forethought.costmodel import get_profile
 from forethought.engine.core import EngineConfig
 from forethought.prefix.hashing import chained_block_hashes
 from forethought.sim.config import ClusterConfig, build_simulator
@@ -156,9 +159,16 @@ def ideal_hit_ratio(workload: Workload) -> float:
     return hits / total if total else 0.0
 
 
+def router_options(router: str) -> dict[str, object]:
+    """E2's prefill and decode time functions are the simulated engines' own cost profile (Preble profiles
+    its GPU and model offline the same way); the baselines take their sources' defaults."""
+    return {"phase_times": get_profile(PROFILE)} if router == "e2" else {}
+
+
 def run_one(workload: Workload, workload_name: str, engines: int, router: str, ideal: float) -> RunResult:
     config = ClusterConfig(engines=engines, profile=PROFILE, engine=EngineConfig(num_blocks=KV_BLOCKS, block_size=BLOCK_SIZE),
-                           use_profile_capacity=False, router=router, queue_policy="fcfs")
+                           use_profile_capacity=False, router=router, router_options=router_options(router),
+                           queue_policy="fcfs")
     result = build_simulator(workload, config).run()
     metrics = result.metrics().overall
     return RunResult(workload_name, engines, router, metrics.count, metrics.jct_s.mean, metrics.jct_s.p99,
@@ -197,7 +207,7 @@ def plot(results: Sequence[RunResult], routers: Sequence[str], out: Path) -> Non
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="forethought bench e2", description=__doc__.split("\n")[0])
-    parser.add_argument("--requests", type=int, default=300, help="requests (or conversation turns) per run")
+    parser.add_argument("--requests", type=int, default=1000, help="requests (or conversation turns) per run")
     parser.add_argument("--engines", default="4,8", help="cluster sizes, comma-separated")
     parser.add_argument("--routers", default=",".join(ROUTERS))
     parser.add_argument("--workloads", default=",".join(s.name for s in SCENARIOS))
@@ -220,8 +230,8 @@ def main(argv: list[str] | None = None) -> int:
         results.extend(run_one(workload, scenario.name, engines, router, ideal) for router in routers)
     tables = [results_table(results, s.name, e) for s, e in cases]
     args.out.mkdir(parents=True, exist_ok=True)
-    preamble = (f"E2 vs baselines in the cluster simulator ({PROFILE} cost profile, {KV_BLOCKS} KV blocks of "
-                f"{BLOCK_SIZE} tokens per engine, FCFS global queue, "
+    preamble = (f"E2 vs baselines in the cluster simulator ({PROFILE} cost profile, also E2's time functions; "
+                f"{KV_BLOCKS} KV blocks of {BLOCK_SIZE} tokens per engine, FCFS global queue, "
                 f"{count} requests per run, seed {args.seed}). Command: `forethought bench e2"
                 f"{' --quick' if args.quick else ''}`. Ratios: round-robin's latency / the router's.")
     write_table(args.out / "table.md", tables, preamble)

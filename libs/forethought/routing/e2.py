@@ -10,10 +10,13 @@ Per request:
    decode-only units (prompt fully cached) takes the new prefill-heavy request; else the lowest load
    cost ``L + M + P`` over all workers wins.
 
-Load cost (Algorithm 2): ``L`` sums prefill and decode time of the requests placed on the worker over
-the history window H; ``M`` is the recomputation time of the prefixes the worker would evict (LRU) to
-fit the request, times the requests that hit them in H; ``P`` is the prefill time of the request's own
-missed tokens. Hot-prefix replication: when the mean TTFT of requests exploiting one prefix on one
+Load cost (Algorithm 2): ``L`` is the prefill time of the missed tokens of the requests placed on the
+worker over the history window H, plus the decode time of the requests still on it: the average decode
+length in H times the worker's observed time per output token (the authors' released scheduler counts
+decode this way: active requests x mean output length x the GPU's measured TPOT; before a worker has
+finished a request, the cost model's decode regression). ``M`` is the recomputation time of the
+prefixes the worker would evict (LRU) to fit the request, times the requests that hit them in H; ``P``
+is the prefill time of the request's own missed tokens. Hot-prefix replication: when the mean TTFT of requests exploiting one prefix on one
 worker doubles between the two halves of H, the lightest other worker becomes a replica for H.
 
 Parameters: the paper leaves H and Th_bal configurable without values; the defaults follow the
@@ -80,9 +83,11 @@ class E2Router(LedgerRouter):
         self.capacity_blocks = capacity_blocks
         self.rebalance_min_gap_s = rebalance_min_gap_s
         self.last_decision: E2Decision | None = None
-        self._history: dict[str, deque[tuple[float, float]]] = {}  # (assigned_s, PT + DT)
-        self._window_load: dict[str, float] = {}
-        self._decode_lengths: dict[str, deque[tuple[float, int]]] = {}
+        self._history: dict[str, deque[tuple[float, float]]] = {}  # (assigned_s, PT)
+        self._window_prefill: dict[str, float] = {}
+        self._output_lengths: deque[tuple[float, int]] = deque()  # (finished_s, tokens), all workers
+        self._per_token_s: dict[str, deque[tuple[float, float]]] = {}  # (finished_s, observed TPOT)
+        self._first_token_s: dict[str, float] = {}
         self._prefixes: dict[str, OrderedDict[int, _PrefixUse]] = {}
         self._used_blocks: dict[str, int] = {}  # blocks of the prefixes tracked per worker
         self._exploited: dict[str, int] = {}  # request id -> the prefix it exploited
@@ -94,15 +99,17 @@ class E2Router(LedgerRouter):
     def add_worker(self, worker_id: str, now: float) -> None:
         super().add_worker(worker_id, now)
         self._history.setdefault(worker_id, deque())
-        self._window_load.setdefault(worker_id, 0.0)
-        self._decode_lengths.setdefault(worker_id, deque())
+        self._window_prefill.setdefault(worker_id, 0.0)
+        self._per_token_s.setdefault(worker_id, deque())
         self._prefixes.setdefault(worker_id, OrderedDict())
         self._used_blocks.setdefault(worker_id, 0)
 
     def remove_worker(self, worker_id: str, now: float) -> None:
+        for request_id in self.outstanding.get(worker_id, {}):
+            self._first_token_s.pop(request_id, None)
         super().remove_worker(worker_id, now)
         per_worker_maps = (
-            self._history, self._window_load, self._decode_lengths, self._prefixes, self._used_blocks
+            self._history, self._window_prefill, self._per_token_s, self._prefixes, self._used_blocks
         )
         for per_worker in per_worker_maps:
             per_worker.pop(worker_id, None)
@@ -145,9 +152,10 @@ class E2Router(LedgerRouter):
     def _rebalance_target(self, chosen: str) -> str | None:
         """The lightest worker when ``chosen`` is the heaviest and exceeds Th_bal times the lightest
         (and the lightest by ``rebalance_min_gap_s``)."""
-        heaviest = max(self.workers, key=self._window_load.__getitem__)
-        lightest = min(self.workers, key=self._window_load.__getitem__)
-        heavy, light = self._window_load[heaviest], self._window_load[lightest]
+        loads = {w: self.window_load(w) for w in self.workers}
+        heaviest = max(self.workers, key=loads.__getitem__)
+        lightest = min(self.workers, key=loads.__getitem__)
+        heavy, light = loads[heaviest], loads[lightest]
         imbalanced = heavy > self.rebalance_threshold * light and heavy - light > self.rebalance_min_gap_s
         if chosen == heaviest and heaviest != lightest and imbalanced:
             return lightest
@@ -160,11 +168,23 @@ class E2Router(LedgerRouter):
         missed = request.prompt_tokens - cached_tokens
         missed_blocks = -(-missed // request.block_size)
         eviction = self.eviction_cost(worker_id, missed_blocks, now)
-        return self._window_load[worker_id] + eviction + self.phase_times.prefill_time(missed)
+        return self.window_load(worker_id) + eviction + self.phase_times.prefill_time(missed)
 
     def window_load(self, worker_id: str) -> float:
-        """``L``: prefill plus decode time of the requests placed on the worker within H."""
-        return self._window_load[worker_id]
+        """``L``: prefill time placed on the worker within H plus the decode time of its requests in flight."""
+        return self._window_prefill[worker_id] + self.decode_load(worker_id)
+
+    def decode_load(self, worker_id: str) -> float:
+        """Decode time of the worker's outstanding requests at its observed time per output token."""
+        tokens = self.decode_tokens()
+        observed = self._per_token_s[worker_id]
+        if observed:
+            per_token = sum(seconds for _, seconds in observed) / len(observed)
+            return len(self.outstanding[worker_id]) * tokens * per_token
+        return sum(
+            tokens * self.phase_times.decode_time(1, int(a.prompt_tokens + tokens / 2))
+            for a in self.outstanding[worker_id].values()
+        )
 
     def eviction_cost(self, worker_id: str, needed_blocks: int, now: float) -> float:
         """``M``: recomputation of the LRU prefixes evicted to free ``needed_blocks``, per hitting request."""
@@ -184,26 +204,20 @@ class E2Router(LedgerRouter):
             return 0.0
         return sum(a.missed_tokens < a.block_size for a in outstanding) / len(outstanding)
 
-    def decode_tokens(self, worker_id: str, request: RoutingRequest) -> float:
-        """Decode length to expect: the mean output observed on the worker within H, else a guess."""
-        observed = self._decode_lengths[worker_id]
-        if observed:
-            return sum(tokens for _, tokens in observed) / len(observed)
-        if request.predicted_output_tokens > 0:
-            return request.predicted_output_tokens
+    def decode_tokens(self) -> float:
+        """Decode length to expect: the mean output of the requests finished within H (Algorithm 2's
+        "average decoding length in H", over all workers), else Preble's default."""
+        if self._output_lengths:
+            return sum(tokens for _, tokens in self._output_lengths) / len(self._output_lengths)
         return float(self.default_decode_tokens)
 
     # ----- bookkeeping ------------------------------------------------------------------------
 
     def _record(self, request: RoutingRequest, assignment: Assignment, now: float) -> None:
         worker_id = assignment.worker_id
-        decode_tokens = self.decode_tokens(worker_id, request)
-        decode_s = decode_tokens * self.phase_times.decode_time(
-            1, int(request.prompt_tokens + decode_tokens / 2)
-        )
-        load = self.phase_times.prefill_time(assignment.missed_tokens) + decode_s
-        self._history[worker_id].append((now, load))
-        self._window_load[worker_id] += load
+        prefill_s = self.phase_times.prefill_time(assignment.missed_tokens)
+        self._history[worker_id].append((now, prefill_s))
+        self._window_prefill[worker_id] += prefill_s
         self._track_prefixes(request, assignment, now)
 
     def _track_prefixes(self, request: RoutingRequest, assignment: Assignment, now: float) -> None:
@@ -235,14 +249,22 @@ class E2Router(LedgerRouter):
 
     def _finished(self, assignment: Assignment, now: float, output_tokens: int | None) -> None:
         self._exploited.pop(assignment.request_id, None)
-        if output_tokens is not None and assignment.worker_id in self._decode_lengths:
-            self._decode_lengths[assignment.worker_id].append((now, output_tokens))
+        first_token_s = self._first_token_s.pop(assignment.request_id, None)
+        if output_tokens is None:
+            return
+        self._output_lengths.append((now, output_tokens))
+        if first_token_s is not None and output_tokens > 1 and assignment.worker_id in self._per_token_s:
+            self._per_token_s[assignment.worker_id].append((now, (now - first_token_s) / (output_tokens - 1)))
 
     def observe_ttft(self, request_id: str, ttft_s: float, now: float) -> None:
-        """Feeds hot-prefix detection; replicates a prefix whose mean TTFT doubled over H."""
+        """Feeds the per-token decode time and hot-prefix detection (a prefix whose mean TTFT doubled
+        over H is replicated)."""
         assignment = self.assignment(request_id)
+        if assignment is None:
+            return
+        self._first_token_s[request_id] = now
         key = self._exploited.get(request_id)
-        if assignment is None or key is None:
+        if key is None:
             return
         samples = self._ttfts.setdefault((key, assignment.worker_id), deque())
         samples.append((now, ttft_s))
@@ -262,7 +284,7 @@ class E2Router(LedgerRouter):
         replicas = self._replicas.setdefault(key, {})
         candidates = [w for w in self.workers if w != holder and w not in replicas]
         if candidates:
-            replicas[min(candidates, key=self._window_load.__getitem__)] = now
+            replicas[min(candidates, key=self.window_load)] = now
 
     def replicas(self, key: int) -> frozenset[str]:
         """Workers currently serving as replicas of the hot prefix ``key``."""
@@ -272,15 +294,17 @@ class E2Router(LedgerRouter):
         horizon = now - self.history_window_s
         for worker_id, history in self._history.items():
             while history and history[0][0] < horizon:
-                self._window_load[worker_id] -= history.popleft()[1]
+                self._window_prefill[worker_id] -= history.popleft()[1]
             if not history:
-                self._window_load[worker_id] = 0.0  # drop accumulated float error
-            lengths = self._decode_lengths[worker_id]
-            while lengths and lengths[0][0] < horizon:
-                lengths.popleft()
+                self._window_prefill[worker_id] = 0.0  # drop accumulated float error
+            per_token = self._per_token_s[worker_id]
+            while per_token and per_token[0][0] < horizon:
+                per_token.popleft()
             prefixes = self._prefixes[worker_id]
             while prefixes and self._recent_hits(next(iter(prefixes.values())), now) == 0:
                 self._forget_prefix(worker_id, next(iter(prefixes)))
+        while self._output_lengths and self._output_lengths[0][0] < horizon:
+            self._output_lengths.popleft()
         for key in [k for k, r in self._replicas.items() if all(t < horizon for t in r.values())]:
             del self._replicas[key]
 

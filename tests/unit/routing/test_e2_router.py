@@ -127,16 +127,39 @@ def test_capacity_comes_from_the_live_snapshot_when_not_configured() -> None:
     assert router.eviction_cost("w0", needed_blocks=1, now=1.0) == pytest.approx(0.128)
 
 
-def test_observed_decode_lengths_feed_the_decode_part_of_the_load() -> None:
-    router = E2Router(phase_times=MillisecondPerToken(decode_s=0.01))
-    router.add_worker("w0", now=0.0)
-    request = make_request("a", 1)
-    assert router.decode_tokens("w0", request) == 45  # Preble's default decode length
-    router.choose(request, now=0.0)
-    router.on_finished("a", now=1.0, output_tokens=100)
-    assert router.decode_tokens("w0", request) == 100
-    router.choose(make_request("b", 1), now=1.0)
-    assert router.window_load("w0") == pytest.approx((0.016 + 0.45) + (0.016 + 1.0))
+def test_decode_load_counts_requests_in_flight_at_the_cost_model_rate_before_any_observation() -> None:
+    router = make_e2(1, decode_s=0.01)
+    assert router.decode_tokens() == 45  # Preble's default decode length
+    router.choose(make_request("a", 1), now=0.0)
+    router.choose(make_request("b", 1), now=0.0)
+    assert router.window_load("w0") == pytest.approx(2 * 0.016 + 2 * 45 * 0.01)
+
+
+def test_observed_output_lengths_and_time_per_token_replace_the_estimates() -> None:
+    router = make_e2(2, decode_s=0.01)
+    router.choose(make_request("a", 1), now=0.0)  # w0
+    router.observe_ttft("a", 0.5, now=0.5)
+    router.on_finished("a", now=2.5, output_tokens=101)  # 2 s over 100 tokens after the first: 20 ms each
+    assert router.decode_tokens() == 101  # the average over the whole cluster
+    assert router.decode_load("w0") == 0.0  # finished requests leave the decode part
+    router.choose(make_request("b", 1), now=3.0)  # the idle w1 (w0 still has a's prefill in H)
+    router.choose(make_request("c", 1), now=3.0)
+    assert router.assignment("c").worker_id == "w0"  # type: ignore[union-attr]
+    assert router.decode_load("w0") == pytest.approx(101 * 0.02)  # observed TPOT on w0
+    assert router.decode_load("w1") == pytest.approx(101 * 0.01)  # no observation on w1: cost model
+
+
+def test_a_worker_holding_unfinished_work_looks_heavier_than_one_that_finished_it() -> None:
+    # The loss this guards against: load that only counts assignments in H cannot see a queue growing
+    # on the worker that holds a hot prefix, so explored prompts kept landing there.
+    router = make_e2(2, decode_s=0.01, rebalance_threshold=1e9)
+    for index in range(4):
+        router.choose(make_request(f"w0-{index}", 3, prefix=index, cached={"w0": 2}), now=0.0)  # exploits
+    router.choose(make_request("w1-0", 8, prefix=9), now=0.0)  # explore: the idle w1
+    router.on_finished("w1-0", now=1.0, output_tokens=45)
+    prefill_in_h = {w: router.window_load(w) - router.decode_load(w) for w in ("w0", "w1")}
+    assert prefill_in_h["w0"] < prefill_in_h["w1"]  # by its history alone w0 would look lighter
+    assert router.choose(make_request("new", 8, prefix=10), now=1.5) == "w1"
 
 
 def test_a_hot_prefix_whose_ttft_doubles_is_replicated_on_the_lightest_worker() -> None:
