@@ -11,9 +11,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from forethought.engine.executor import BatchShape
 from forethought.engine.request import EngineRequest, RequestStatus
+
+
+# NOTE: looking up an enum member (``RequestStatus.WAITING``) costs a descriptor call on Python 3.11,
+# about ten times a global read; the per-request loops read these aliases instead.
+_WAITING = RequestStatus.WAITING
 
 
 @dataclass(frozen=True)
@@ -28,12 +34,14 @@ class SchedulingContext:
     token_budget: int
     estimate_time: Callable[[BatchShape], float]
     free_slots: Callable[[EngineRequest], int]
+    rt_slots_dropping_be: Callable[[EngineRequest], int]
     checkpointed_slots: Callable[[EngineRequest], int]
     cached_tokens: Callable[[EngineRequest], int]
 
 
-@dataclass(frozen=True)
-class ScheduledRequest:
+class ScheduledRequest(NamedTuple):
+    """A request in a batch and the tokens it computes (a tuple: one is made per request per iteration)."""
+
     request: EngineRequest
     num_tokens: int
 
@@ -84,19 +92,6 @@ class ShapeTally:
         )
 
 
-def batch_shape(
-    scheduled: Sequence[ScheduledRequest],
-    held_tokens: Callable[[EngineRequest], int],
-    swap_in_slots: int = 0,
-    swap_out_slots: int = 0,
-) -> BatchShape:
-    """The executor-facing shape of a batch; ``held_tokens`` is each request's context before it."""
-    tally = ShapeTally()
-    for item in scheduled:
-        tally.add(item.request, item.num_tokens, held_tokens(item.request))
-    return tally.shape(swap_in_slots, swap_out_slots)
-
-
 class BatchBuilder:
     """Accumulates a batch under the batch-size limit, the token budget and the KV slots available."""
 
@@ -128,22 +123,39 @@ class BatchBuilder:
     def tokens_left(self) -> int:
         return self.ctx.token_budget - self._tokens
 
-    def try_add(self, request: EngineRequest, max_tokens: int | None = None, may_drop: bool = False) -> bool:
+    def try_add(
+        self, request: EngineRequest, max_tokens: int | None = None, may_drop: bool = False,
+        drops_be: bool = False,
+    ) -> bool:
         """Adds the request with as many tokens as budget, memory and ``max_tokens`` allow; False when none
         fit. ``may_drop``: memory is not checked, the scheduler drops requests ranked behind it to commit it
-        (BROS 5.2's progressive dropping, for RT that must not wait)."""
-        if self.is_full:
+        (BROS 5.2's progressive dropping, for RT that must not wait). ``drops_be``: an RT request ranked
+        before every BE one counts the memory that dropping running BE requests frees (the scheduler drops
+        BE first, newest first), so BE-held memory never keeps it waiting."""
+        items = self._items
+        if len(items) >= self.batch_limit:
             return False
-        wanted = min(tokens_to_compute(self.ctx, request), self.tokens_left)
+        ctx = self.ctx
+        # NOTE: inlines tokens_to_compute and _held_tokens, the hot path of every policy.
+        held = request.num_computed_tokens
+        if held == 0 and request.status == _WAITING:
+            held = ctx.cached_tokens(request)
+        wanted = min(request.num_tokens - held, ctx.token_budget - self._tokens)
         if max_tokens is not None:
             wanted = min(wanted, max_tokens)
-        checkpointed = self.ctx.checkpointed_slots(request)
+        checkpointed = ctx.checkpointed_slots(request)
         # The batch's head may still run by dropping others when the scheduler commits it.
-        if self._items and not may_drop:
-            wanted = min(wanted, self.ctx.free_slots(request) - self._reserved_slots - checkpointed)
+        if items and not may_drop:
+            free = ctx.rt_slots_dropping_be(request) if drops_be else ctx.free_slots(request)
+            wanted = min(wanted, free - self._reserved_slots - checkpointed)
         if wanted <= 0:
             return False
-        self._count(ScheduledRequest(request, wanted), checkpointed, 1)
+        items.append(ScheduledRequest(request, wanted))
+        self._members.add(id(request))
+        self._reserved_slots += wanted + checkpointed
+        self._tokens += wanted
+        self._swap_in_slots += checkpointed
+        self._tally.add(request, wanted, held)
         return True
 
     def tokens_of(self, request: EngineRequest) -> int:
@@ -153,21 +165,14 @@ class BatchBuilder:
     def remove(self, request: EngineRequest) -> None:
         for item in self._items:
             if item.request is request:
-                self._count(item, self.ctx.checkpointed_slots(request), -1)
+                checkpointed = self.ctx.checkpointed_slots(request)
+                self._items.remove(item)
+                self._members.discard(id(request))
+                self._reserved_slots -= item.num_tokens + checkpointed
+                self._tokens -= item.num_tokens
+                self._swap_in_slots -= checkpointed
+                self._tally.add(request, item.num_tokens, self._held_tokens(request), -1)
                 return
-
-    def _count(self, item: ScheduledRequest, checkpointed: int, sign: int) -> None:
-        """Adds (``sign`` 1) or removes (-1) an item and its share of the running sums."""
-        if sign > 0:
-            self._items.append(item)
-            self._members.add(id(item.request))
-        else:
-            self._items.remove(item)
-            self._members.discard(id(item.request))
-        self._reserved_slots += sign * (item.num_tokens + checkpointed)
-        self._tokens += sign * item.num_tokens
-        self._swap_in_slots += sign * checkpointed
-        self._tally.add(item.request, item.num_tokens, self._held_tokens(item.request), sign)
 
     def overruns(self, residual_s: float) -> bool:
         """Whether the estimated iteration time exceeds ``residual_s``; an infinite one needs no estimate."""

@@ -47,6 +47,11 @@ from forethought.engine.kv_blocks import (
 )
 from forethought.engine.prefix_cache import PrefixCache
 
+
+# NOTE: looking up an enum member (``SealOutcome.STORED``) costs a descriptor call on Python 3.11,
+# about ten times a global read; the per-request loops read these aliases instead.
+_REFUSED, _SHARED, _STORED = SealOutcome.REFUSED, SealOutcome.SHARED, SealOutcome.STORED
+
 __all__ = [
     "BE_SIDE", "RT_SIDE", "SEALED", "AllocationResult", "BidirectionalBlockManager", "KVBlock", "KVUsage",
     "PreemptionEntry", "SealOutcome", "Segment",
@@ -130,6 +135,15 @@ class BidirectionalBlockManager:
             capacity += min(self.host_free_slots, self._rt_preemptible.be_slots)
         return capacity
 
+    def rt_capacity_dropping_be(self, request_id: str) -> int:
+        """Slots an RT request could have once BE requests are dropped (BROS 5.2: "first BE"): its tail,
+        whole and evictable blocks, and every BE-only block whole (dropping its BE owner frees it, whatever
+        room the host tier has left for checkpoints). A lower bound: BE slots in RT-owned blocks and on the
+        host tier are not counted."""
+        whole = (len(self._free) + (self._cache.num_evictable if self._cache else 0)) * self.block_size
+        preemptible = self._rt_preemptible.empty_slots + self._rt_preemptible.be_slots
+        return self._tail_empty(request_id) + whole + preemptible
+
     def _be_dry_run(self, request_id: str, whole_blocks: int) -> int:
         """Replays BE placement on counts: checkpointed ranges first, then what is left for new tokens.
 
@@ -190,6 +204,8 @@ class BidirectionalBlockManager:
     ) -> AllocationResult | None:
         """Restores the request's checkpointed slots, then gives it ``num_tokens`` new slots; None, with
         nothing changed, when ``can_allocate`` says they do not fit."""
+        if self._extend_tail(request_id, num_tokens):
+            return AllocationResult()
         if not self.can_allocate(request_id, service_class, num_tokens):
             return None
         result = AllocationResult()
@@ -209,10 +225,11 @@ class BidirectionalBlockManager:
         ancestors: an unreferenced node has only unreferenced descendants, and every block the cache counts
         as evictable can be evicted (leaves first) when ``free_capacity`` promised it.
         """
-        segment = self._private_block_at(request_id, start)
-        parent_read = self._reads(request_id, start - self.block_size, parent_hash)
-        if self._cache is None or segment is None or not parent_read:
-            return SealOutcome.REFUSED
+        segments = self._segments.get(request_id, [])
+        segment = self._whole_block_at(segments, start)
+        if (self._cache is None or segment is None or segment.side == SEALED
+                or not self._reads(segments, start - self.block_size, parent_hash)):
+            return _REFUSED  # not a private whole block, or the parent is not read
         block = self._blocks[segment.block_id]
         self._set_count(block, segment.side, 0)
         block.owners = [None, None]
@@ -220,12 +237,12 @@ class BidirectionalBlockManager:
         if block_hash in self._cache:
             segment.block_id = self._cache.acquire(block_hash).block_id
             self._reindex(block)
-            return SealOutcome.SHARED
+            return _SHARED
         block.sealed_hash = block_hash
         self._num_sealed += 1
         self._reindex(block)
         self._cache.insert(block_hash, parent_hash, block.block_id, token_ids)
-        return SealOutcome.STORED
+        return _STORED
 
     def release(self, request_id: str) -> None:
         """Frees every slot of the request; its sealed blocks stay cached, tail first in LRU order."""
@@ -268,31 +285,82 @@ class BidirectionalBlockManager:
             start += taken
             count -= taken
 
+    def _extend_tail(self, request_id: str, num_tokens: int) -> bool:
+        """The common decode step, without the general placement: when nothing is checkpointed and the
+        request's newest segment ends at its next position with room for every token, it grows there
+        (what ``_place`` would do first, as ``_segment_ending_at`` looks at the newest segment first)."""
+        segments = self._segments.get(request_id)
+        if not segments or request_id in self._host:
+            return False
+        tail = segments[-1]
+        side = tail.side
+        if side == SEALED or tail.start + tail.count != self._gpu_tokens[request_id]:
+            return False
+        block = self._blocks[tail.block_id]
+        counts = block.counts
+        empty = self.block_size - counts[0] - counts[1] - num_tokens
+        if empty < 0:
+            return False
+        tail.count += num_tokens
+        self._gpu_tokens[request_id] += num_tokens
+        counts[side] += num_tokens
+        self._side_slots[side] += num_tokens
+        self._recount(block, empty)
+        return True
+
     def _extend(self, request_id: str, start: int, count: int) -> int:
         segment = self._segment_ending_at(request_id, start)
         if segment is None:
             return 0
         block = self._blocks[segment.block_id]
         taken = min(count, self._empty(segment.block_id))
+        if taken == 0:
+            return 0  # a full tail block (the usual case in a long prefill): nothing to update
         segment.count += taken
         self._add_gpu_tokens(request_id, taken)
         self._set_count(block, segment.side, block.counts[segment.side] + taken)
-        self._recount(block)
+        self._recount(block, self._empty(block.block_id))
         return taken
 
     def _take_whole_block(
         self, request_id: str, service_class: ServiceClass, start: int, count: int, result: AllocationResult
     ) -> int:
+        if count >= self.block_size:
+            return self._fill_whole_blocks(request_id, side_of(service_class), start, count, result)
+        block_id = self._unused_block(result)
+        return 0 if block_id is None else self._open_side(request_id, service_class, block_id, start, count)
+
+    def _unused_block(self, result: AllocationResult) -> int | None:
+        """A free block, else the LRU cached block evicted (whole blocks keep prompts aligned for sealing)."""
         if self._free:
-            block_id, _ = self._free.popitem(last=False)
-        elif self._cache is not None and (node := self._cache.evict_lru()) is not None:
-            block_id = node.block_id
-            self._blocks[block_id].sealed_hash = None
-            self._num_sealed -= 1
-            result.evicted.append(node.block_hash)
-        else:
-            return 0
-        return self._open_side(request_id, service_class, block_id, start, count)
+            return self._free.popitem(last=False)[0]
+        if self._cache is None or (node := self._cache.evict_lru()) is None:
+            return None
+        self._blocks[node.block_id].sealed_hash = None
+        self._num_sealed -= 1
+        result.evicted.append(node.block_hash)
+        return node.block_id
+
+    def _fill_whole_blocks(
+        self, request_id: str, side: int, start: int, count: int, result: AllocationResult
+    ) -> int:
+        """Fills one unused block after another with ``count``'s whole blocks: what ``_open_side`` does
+        block by block, in one pass (the bulk of a long prefill). A full block has no empty slots, so only
+        a BE one joins a candidate set (FindPreemptBlock's)."""
+        size, blocks = self.block_size, self._blocks
+        segments = self._segments.setdefault(request_id, [])
+        taken = 0
+        while count - taken >= size and (block_id := self._unused_block(result)) is not None:
+            block = blocks[block_id]
+            block.owners[side] = request_id
+            block.counts[side] = size
+            segments.append(Segment(block_id, side, start + taken, size))
+            if side == BE_SIDE:
+                self._rt_preemptible.add(block_id, 0, size)
+            taken += size
+        self._side_slots[side] += taken
+        self._add_gpu_tokens(request_id, taken)
+        return taken
 
     def _take_shared_block(
         self, request_id: str, service_class: ServiceClass, start: int, count: int, result: AllocationResult
@@ -367,23 +435,24 @@ class BidirectionalBlockManager:
                 return segment
         return None
 
-    def _segment_at(self, request_id: str, start: int) -> Segment | None:
-        """The segment starting at block-aligned ``start`` that holds a whole block, if any."""
-        segments = self._segments.get(request_id, ())
-        guess = start // self.block_size  # where it is when every block so far was whole: no scan
-        if guess < len(segments) and segments[guess].start == start and segments[guess].count == self.block_size:
-            return segments[guess]
-        return next((s for s in segments if s.start == start and s.count == self.block_size), None)
+    def _whole_block_at(self, segments: Sequence[Segment], start: int) -> Segment | None:
+        """The segment of ``segments`` at block-aligned ``start`` that holds a whole block, if any."""
+        size = self.block_size
+        guess = start // size  # where it is when every block so far was whole: no scan
+        if guess < len(segments):
+            segment = segments[guess]
+            if segment.start == start and segment.count == size:
+                return segment
+        for segment in segments:
+            if segment.start == start and segment.count == size:
+                return segment
+        return None
 
-    def _private_block_at(self, request_id: str, start: int) -> Segment | None:
-        segment = self._segment_at(request_id, start)
-        return segment if segment is not None and segment.side != SEALED else None
-
-    def _reads(self, request_id: str, start: int, block_hash: int) -> bool:
-        """Whether the request reads the cached block ``block_hash`` at ``start`` (always, before 0)."""
+    def _reads(self, segments: Sequence[Segment], start: int, block_hash: int) -> bool:
+        """Whether ``segments`` read the cached block ``block_hash`` at ``start`` (always, before 0)."""
         if start < 0:
             return True
-        segment = self._segment_at(request_id, start)
+        segment = self._whole_block_at(segments, start)
         return (segment is not None and segment.side == SEALED
                 and self._blocks[segment.block_id].sealed_hash == block_hash)
 
@@ -416,11 +485,11 @@ class BidirectionalBlockManager:
     def _empty(self, block_id: int) -> int:
         return self._blocks[block_id].empty_slots(self.block_size)
 
-    def _recount(self, block: KVBlock) -> None:
-        """``_reindex`` after a side grew and kept its owner: only the candidate sums can change (a block
-        only leaves FindBlock's set when its last empty slot goes), the free list and table cannot."""
+    def _recount(self, block: KVBlock, empty: int) -> None:
+        """``_reindex`` after a side grew and kept its owner, now with ``empty`` empty slots: only the
+        candidate sums can change (a block only leaves FindBlock's set when its last empty slot goes), the
+        free list and table cannot."""
         block_id = block.block_id
-        empty = self._empty(block_id)
         if block_id in self._be_shareable:
             if empty > 0:
                 self._be_shareable.add(block_id, empty, 0)

@@ -34,6 +34,11 @@ from forethought.engine.tokens import SeededTokenSource, TokenSource
 from forethought.prefix.hashing import ROOT_PARENT
 
 
+# NOTE: looking up an enum member (``SealOutcome.STORED``) costs a descriptor call on Python 3.11,
+# about ten times a global read; the per-request loops read these aliases instead.
+_REFUSED, _STORED = SealOutcome.REFUSED, SealOutcome.STORED
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """Engine knobs. ``host_tier_blocks``: host memory for lazy checkpoints, in blocks.
@@ -90,6 +95,8 @@ class _Update:
     new_tokens: dict[str, tuple[int, ...]] = field(default_factory=dict)
     finished: dict[str, RequestOutcome] = field(default_factory=dict)
     events: list[CacheEvent] = field(default_factory=list)
+    counts: list[list[int]] = field(default_factory=lambda: [[0, 0, 0], [0, 0, 0]])
+    """[requests, prefill tokens, decode tokens] of RT (row 0) and BE (row 1)."""
 
 
 class EngineCore:
@@ -192,16 +199,23 @@ class EngineCore:
             new_tokens=update.new_tokens,
             finished=update.finished,
             cache_events=tuple(update.events),
-            metrics=self._metrics(output),
+            metrics=self._metrics(output, update),
         )
 
     def _update(self, output: SchedulerOutput, end: float, update: _Update) -> None:
+        counts = update.counts
         for item in output.scheduled:
-            request = item.request
-            request.num_computed_tokens += item.num_tokens
-            if request.num_computed_tokens - item.num_tokens < request.num_prompt_tokens:
+            request, num_tokens = item.request, item.num_tokens
+            computed_before = request.num_computed_tokens
+            request.num_computed_tokens = computed = computed_before + num_tokens
+            row = counts[0 if request.is_rt else 1]
+            row[0] += 1
+            if computed_before < request.num_prompt_tokens:
+                row[1] += num_tokens
                 self._seal_prompt_blocks(request, update.events)  # only prompt tokens make blocks to seal
-            if request.num_computed_tokens < request.num_tokens:
+            else:
+                row[2] += num_tokens
+            if computed < request.num_tokens:
                 continue  # a prefill chunk: no token yet
             origin = self._origins[request.request_id]
             token = self.token_ids_for(origin, request.num_output_tokens)
@@ -223,11 +237,11 @@ class EngineCore:
             parent = hashes[index - 1] if index else ROOT_PARENT
             tokens = request.prompt_token_ids[index * size : (index + 1) * size]
             outcome = self.block_manager.seal(request.request_id, index * size, hashes[index], parent, tokens)
-            if outcome is SealOutcome.REFUSED:
+            if outcome is _REFUSED:
                 request.num_hashed_blocks = len(hashes)  # the chain broke: later blocks would be unreachable
                 break
             request.num_hashed_blocks = index + 1
-            if outcome is SealOutcome.STORED:
+            if outcome is _STORED:
                 run.append(index)
             else:
                 self._announce(request, run, events)
@@ -283,16 +297,8 @@ class EngineCore:
 
     # ---- observation ---------------------------------------------------------------------------------
 
-    def _metrics(self, output: SchedulerOutput) -> IterationMetrics:
-        # [requests, prefill tokens, decode tokens] of RT (row 0) and BE (row 1)
-        counts = [[0, 0, 0], [0, 0, 0]]
-        for item in output.scheduled:
-            request = item.request
-            row = counts[0 if request.is_rt else 1]
-            row[0] += 1
-            decoding = request.num_computed_tokens - item.num_tokens >= request.num_prompt_tokens
-            row[2 if decoding else 1] += item.num_tokens
-        (rt_requests, rt_prefill, rt_decode), (be_requests, be_prefill, be_decode) = counts
+    def _metrics(self, output: SchedulerOutput, update: _Update) -> IterationMetrics:
+        (rt_requests, rt_prefill, rt_decode), (be_requests, be_prefill, be_decode) = update.counts
         usage = self.block_manager.usage()
         return IterationMetrics(
             batch_limit=output.batch_limit,

@@ -69,13 +69,14 @@ class EngineRequest:
     last_token_s: float | None = None
     _output_token_ids: list[int] = field(default_factory=list)
     _prompt_block_hashes: tuple[int, ...] | None = None
-    _num_prompt_tokens: int = field(init=False, repr=False)
-    _is_rt: bool = field(init=False, repr=False)
+    num_prompt_tokens: int = field(init=False, repr=False)
+    is_rt: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        # The prompt and the class never change; both are read for every request in every iteration.
-        self._num_prompt_tokens = len(self.prompt_token_ids)
-        self._is_rt = self.service_class == ServiceClass.RT
+        # NOTE: fixed at creation (the prompt and the class never change) and read for every request in
+        # every iteration, so they are plain attributes rather than properties.
+        self.num_prompt_tokens = len(self.prompt_token_ids)
+        self.is_rt = self.service_class == ServiceClass.RT
 
     @classmethod
     def from_generation(
@@ -103,10 +104,6 @@ class EngineRequest:
         )
 
     @property
-    def is_rt(self) -> bool:
-        return self._is_rt
-
-    @property
     def output_token_ids(self) -> tuple[int, ...]:
         return tuple(self._output_token_ids)
 
@@ -115,12 +112,8 @@ class EngineRequest:
         return len(self._output_token_ids)
 
     @property
-    def num_prompt_tokens(self) -> int:
-        return self._num_prompt_tokens
-
-    @property
     def num_tokens(self) -> int:
-        return self._num_prompt_tokens + len(self._output_token_ids)
+        return self.num_prompt_tokens + len(self._output_token_ids)
 
     @property
     def num_tokens_to_compute(self) -> int:

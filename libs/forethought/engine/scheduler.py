@@ -23,13 +23,18 @@ import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from forethought.engine.batch import ScheduledRequest, SchedulingContext, Selection, batch_shape
+from forethought.engine.batch import ScheduledRequest, SchedulingContext, Selection, ShapeTally
 from forethought.engine.block_manager import BidirectionalBlockManager
 from forethought.engine.executor import BatchShape
 from forethought.engine.kv_blocks import AllocationResult
 from forethought.engine.policies import SchedulingPolicy
 from forethought.engine.prefix_cache import PrefixCache
 from forethought.engine.request import EngineRequest, RequestStatus
+
+
+# NOTE: looking up an enum member (``RequestStatus.WAITING``) costs a descriptor call on Python 3.11,
+# about ten times a global read; the per-request loops read these aliases instead.
+_WAITING = RequestStatus.WAITING
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,8 @@ class _CommitLog:
     restored: int = 0
     evicted: list[int] = field(default_factory=list)
     hit_tokens: int = 0
+    tally: ShapeTally = field(default_factory=ShapeTally)
+    """The committed batch's shape, each request counted with the context it holds before the iteration."""
 
 
 class Scheduler:
@@ -103,12 +110,7 @@ class Scheduler:
         self._commit(selection, now, log)
         if not log.scheduled:
             self._ensure_progress(selection.batch_limit, now, log)
-        shape = batch_shape(
-            log.scheduled,
-            lambda r: r.num_computed_tokens,
-            swap_in_slots=log.restored,
-            swap_out_slots=log.checkpointed,
-        )
+        shape = log.tally.shape(swap_in_slots=log.restored, swap_out_slots=log.checkpointed)
         return SchedulerOutput(
             scheduled=tuple(log.scheduled),
             shape=shape,
@@ -134,6 +136,7 @@ class Scheduler:
             token_budget=self.token_budget,
             estimate_time=self.estimate_time,
             free_slots=lambda r: manager.free_capacity(r.request_id, r.service_class),
+            rt_slots_dropping_be=lambda r: manager.rt_capacity_dropping_be(r.request_id),
             checkpointed_slots=lambda r: manager.checkpointed_slots(r.request_id),
             cached_tokens=self.cached_tokens,
         )
@@ -142,7 +145,7 @@ class Scheduler:
         hit_tokens = 0
         for item in selection.scheduled:
             request = item.request
-            if request.status != RequestStatus.WAITING or request.num_computed_tokens:
+            if request.status != _WAITING or request.num_computed_tokens:
                 continue
             blocks = self.cached_tokens(request) // request.block_size
             reused = self.manager.acquire_cached(request.request_id, request.prompt_block_hashes[:blocks])
@@ -154,12 +157,19 @@ class Scheduler:
         return hit_tokens
 
     def _commit(self, selection: Selection, now: float, log: _CommitLog) -> None:
-        for item in selection.scheduled:
+        unpinned: set[str] = set()
+        for index, item in enumerate(selection.scheduled):
             request = item.request
-            if request.request_id in log.dropped:
+            if request.request_id in log.dropped or request.request_id in unpinned:
                 continue
-            num_tokens = min(item.num_tokens, request.num_tokens_to_compute)
-            result = self._allocate(request, num_tokens, log)
+            num_tokens = min(item.num_tokens, request.num_tokens - request.num_computed_tokens)
+            result = (self.manager.allocate(request.request_id, request.service_class, num_tokens)
+                      or self._allocate_dropping(request, num_tokens, log))
+            if result is None and self._is_first_ranked(request):
+                # Prefix blocks pinned by newcomers later in the batch must not starve the request that
+                # outranks everyone: it would drop others every iteration and never run (a livelock).
+                unpinned.update(self._unpin(selection.scheduled[index + 1:]))
+                result = self._allocate_dropping(request, num_tokens, log)
             if result is None:
                 if request.status == RequestStatus.WAITING:
                     self.manager.release(request.request_id)  # gives back its prefix-hit blocks
@@ -169,9 +179,25 @@ class Scheduler:
                 log.checkpointed += sum(result.checkpointed.values())
                 log.restored += result.restored_slots
                 log.evicted.extend(result.evicted)
-            if request.status == RequestStatus.WAITING:
+            if request.status == _WAITING:
                 self._start_running(request, now, log)
             log.scheduled.append(item if num_tokens == item.num_tokens else ScheduledRequest(request, num_tokens))
+            log.tally.add(request, num_tokens, request.num_computed_tokens)
+
+    def _is_first_ranked(self, request: EngineRequest) -> bool:
+        rank = self.policy.rank
+        return rank(request) == min(rank(r) for r in (*self.running, *self.waiting))
+
+    def _unpin(self, items: Sequence[ScheduledRequest]) -> list[str]:
+        """Gives back the prefix-hit blocks of the waiting requests among ``items``; returns their ids."""
+        unpinned = []
+        for item in items:
+            request = item.request
+            if request.status == RequestStatus.WAITING and request.num_computed_tokens:
+                self.manager.release(request.request_id)
+                request.reset_for_recompute()
+                unpinned.append(request.request_id)
+        return unpinned
 
     def _ensure_progress(self, batch_limit: int, now: float, log: _CommitLog) -> None:
         """Runs the first-ranked request alone; nothing outranks it, so it may drop all the others."""
@@ -191,13 +217,13 @@ class Scheduler:
         log.hit_tokens += self._admit_prefix_hits(selection)
         self._commit(selection, now, log)
 
-    def _allocate(self, request: EngineRequest, num_tokens: int, log: _CommitLog) -> AllocationResult | None:
-        """Allocates, dropping progressively (BROS section 5.2) only when nothing else frees memory: the
-        running requests the policy ranks behind ``request``, lowest rank first, until it fits."""
+    def _allocate_dropping(
+        self, request: EngineRequest, num_tokens: int, log: _CommitLog
+    ) -> AllocationResult | None:
+        """Allocates after plain allocation failed, dropping progressively (BROS section 5.2) only when
+        nothing else frees memory: the running requests the policy ranks behind ``request``, lowest rank
+        first, until it fits."""
         allocate = self.manager.allocate
-        result = allocate(request.request_id, request.service_class, num_tokens)
-        if result is not None:
-            return result
         committed = {item.request.request_id for item in log.scheduled}
         rank = self.policy.rank
         needy_rank = rank(request)

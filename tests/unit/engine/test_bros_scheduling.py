@@ -216,3 +216,17 @@ def test_fcfs_is_blind_to_class_and_priority_as_vllm(make_engine, make_request, 
     engine.set_priority("rt-second", -1)
     order = [rid for _, out in run_until_idle(engine) for rid in out.finished]
     assert order == ["be-first", "rt-second"]
+
+
+def test_rt_prefill_behind_a_decode_drops_be_when_the_host_tier_is_full(make_engine, make_request) -> None:
+    engine = make_engine(num_blocks=6, block_size=16, host_tier_blocks=0, prefix_cache=False)
+    engine.add_request(make_request("rt-a", prompt_len=15, service_class=RT, ttft_slo_s=5.0,
+                                    tpot_slo_s=5.0, max_tokens=8), 0.0)
+    engine.add_request(make_request("be", prompt_len=80, max_tokens=8), 0.0)
+    engine.step(0.0)  # rt-a: 15 slots of one block; be: five full blocks; no room left to checkpoint to
+    engine.add_request(make_request("rt-b", prompt_len=20, service_class=RT, ttft_slo_s=0.4, max_tokens=2), 0.1)
+    out = engine.step(0.1)
+    # rt-b is not the batch's head (rt-a's decode is), yet BE-held memory is dropped for it.
+    assert out.metrics.rt_requests == 2 and out.metrics.preemptions == 1
+    assert engine.request("rt-b").num_computed_tokens == 20
+    assert engine.request("be").num_computed_tokens == 0

@@ -105,3 +105,19 @@ def test_rt_requests_without_slos_cannot_block_each_other(make_engine, make_requ
     arrivals = [Arrival(0.0, make_request(f"r{i}", prompt_len=60, max_tokens=10, service_class=RT))
                 for i in range(3)]
     assert drive(engine, arrivals) == {"r0", "r1", "r2"}
+
+
+def test_prefix_blocks_pinned_by_newcomers_cannot_starve_the_first_ranked_request() -> None:
+    """Found by the property above: r1 (first-ranked once r2 had its first token) could not fit while the
+    newcomer behind it in the batch pinned its cached prefix, so r1 dropped r2 every iteration and never
+    ran; r2 and the BE r0 then dropped each other for good. The first-ranked request now unpins them."""
+    config = EngineConfig(num_blocks=9, block_size=BLOCK_SIZE, policy="bros", bidirectional_kv=False,
+                          host_tier_blocks=0, initial_batch_size=3, max_batch_size=3, chunked_prefill_tokens=16)
+    engine = EngineCore(config, CostModelExecutor(get_profile("llama-7b-a100")))
+    shared = SHARED_PREFIXES[1]
+    prompts = {"r0": (*shared, 0), "r1": (*SHARED_PREFIXES[0], *range(10, 22)), "r2": (*shared, *range(20, 32))}
+    specs = {"r0": (BE, 2, 0.0), "r1": (RT, 6, 0.02), "r2": (RT, 2, 0.02)}
+    arrivals = [Arrival(0.0, GenerationRequest(request_id=rid, prompt_token_ids=prompts[rid], max_tokens=tokens,
+                                               service_class=cls, ttft_slo_s=ttft))
+                for rid, (cls, tokens, ttft) in specs.items()]
+    assert drive(engine, arrivals) == {"r0", "r1", "r2"}
