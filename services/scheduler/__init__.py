@@ -97,7 +97,7 @@ class SchedulerShell:
 
     def register(self, server: grpc.aio.Server) -> None:
         tokenizer = tokenizer_pb2_grpc.TokenizerServiceStub(self._tokenizer_channel) if self._tokenizer_channel else None
-        self.placement = PlacementLoop(dispatcher_factory(self._settings), self._index.match)
+        self.placement = PlacementLoop(dispatcher_factory(self._settings), self._index.match_many)
         self._forecasts = ForecastClient(self._settings.predictor_address, self._settings.predictor_timeout_s)
         servicer = SchedulerServicer(
             self._pool, self._registry, self.placement, self._forecasts,

@@ -2,8 +2,8 @@
 
 Each model has a ``Dispatcher`` (queue, slots, router). Request handlers submit and await a future; the
 loop wakes on any change (an arrival, a first token, a completion, a worker list), takes what the
-workers have room for, matches all their prompts against the Redis prefix index concurrently (one round
-trip each), places them in queue order and resolves the futures with the chosen worker.
+workers have room for, matches all their prompts against the Redis prefix index together (one round
+trip for the lot), places them in queue order and resolves the futures with the chosen worker.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from forethought.telemetry.metrics import DEGRADED, QUEUE_DEPTH
 
 log = logging.getLogger(__name__)
 
-MatchPrefix = Callable[[Sequence[int]], Awaitable[dict[str, int]]]
+MatchPrefixes = Callable[[Sequence[Sequence[int]]], Awaitable[list[dict[str, int]]]]
+"""Prompts' block hashes -> for each, worker -> leading blocks cached (``RedisPrefixIndex.match_many``)."""
 
 
 class RequestWithdrawn(Exception):
@@ -31,10 +32,10 @@ class RequestWithdrawn(Exception):
 class PlacementLoop:
     """Per-model dispatchers, the futures handlers wait on, and the task that places requests."""
 
-    def __init__(self, build_dispatcher: Callable[[], Dispatcher], match_prefix: MatchPrefix,
+    def __init__(self, build_dispatcher: Callable[[], Dispatcher], match_prefixes: MatchPrefixes,
                  clock: Callable[[], float] = time.time) -> None:
         self._build_dispatcher = build_dispatcher
-        self._match_prefix = match_prefix
+        self._match_prefixes = match_prefixes
         self._clock = clock
         self.dispatchers: dict[str, Dispatcher] = {}
         self._waiters: dict[str, asyncio.Future[str]] = {}
@@ -118,7 +119,7 @@ class PlacementLoop:
                 QUEUE_DEPTH.labels("scheduler", model).set(dispatcher.waiting)
 
     async def _place(self, dispatcher: Dispatcher, taken: list[ScheduledRequest]) -> None:
-        matches = await asyncio.gather(*(self._match(r.block_hashes) for r in taken))
+        matches = await self._match([request.block_hashes for request in taken])
         now = self._clock()
         for request, cached in zip(taken, matches, strict=True):
             placed = dispatcher.place(request.request_id, cached, now)
@@ -128,15 +129,15 @@ class PlacementLoop:
                 if not waiter.done():
                     waiter.set_result(placed.worker_id)
 
-    async def _match(self, block_hashes: Sequence[int]) -> dict[str, int]:
-        """The prefix match; with Redis unreachable, placement goes on by load alone."""
-        if not block_hashes:
-            return {}
+    async def _match(self, prompts: list[tuple[int, ...]]) -> list[dict[str, int]]:
+        """The prefix matches; with Redis unreachable, placement goes on by load alone."""
+        if not any(prompts):
+            return [{} for _ in prompts]
         try:
-            cached = await self._match_prefix(block_hashes)
+            cached = await self._match_prefixes(prompts)
         except Exception as error:  # noqa: BLE001 - the index is advice: degrade, keep placing
             self._index_health(False, error)
-            return {}
+            return [{} for _ in prompts]
         self._index_health(True, None)
         return cached
 

@@ -35,7 +35,8 @@ class WorkerPool:
             log.info("worker %s left the pool", worker_id)
             self._closing.append(channel)
         for worker_id in added:
-            self._channels[worker_id] = open_channel(serving[worker_id].address)
+            # Untraced: the servicer sends the trace context as metadata on every call (the hot path).
+            self._channels[worker_id] = open_channel(serving[worker_id].address, traced=False)
             self._stubs[worker_id] = worker_pb2_grpc.WorkerServiceStub(self._channels[worker_id])
             log.info("worker %s joined the pool at %s", worker_id, serving[worker_id].address)
         self.records.update(serving)
@@ -44,8 +45,9 @@ class WorkerPool:
     def stub(self, worker_id: str) -> worker_pb2_grpc.WorkerServiceStub:
         return self._stubs[worker_id]
 
-    def serving(self, model: str) -> list[str]:
-        return sorted(worker_id for worker_id, record in self.records.items() if record.model == model)
+    def serves(self, model: str) -> bool:
+        """Some serving worker has ``model`` (asked on every request, so it stops at the first)."""
+        return any(record.model == model for record in self.records.values())
 
     async def close(self) -> None:
         for channel in [*self._channels.values(), *self._closing]:

@@ -22,7 +22,7 @@ def validate(request: scheduler_pb2.GenerateRequest) -> None:
         require(bool(request.text), "text", "must be non-empty")
     elif which == "token_ids":
         require(0 < len(request.token_ids.ids) <= MAX_PROMPT_TOKENS, "token_ids.ids", f"must hold 1..{MAX_PROMPT_TOKENS} ids")
-        require(all(token >= 0 for token in request.token_ids.ids), "token_ids.ids", "must be >= 0")
+        require(min(request.token_ids.ids) >= 0, "token_ids.ids", "must be >= 0")
     else:
         require(len(request.chat.messages) > 0, "chat.messages", "must be non-empty")
     require(1 <= request.max_tokens <= MAX_TOKENS_LIMIT, "max_tokens", f"must be in 1..{MAX_TOKENS_LIMIT}")

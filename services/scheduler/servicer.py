@@ -31,6 +31,7 @@ from forethought.services.scheduler.requests import (
     validate,
     worker_request,
 )
+from forethought.telemetry.tracing import trace_metadata
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                     return
                 priority = engine_priority(self._placement.dispatcher(request.model).queue.policy, scheduled.queued)
                 call = self._pool.stub(worker_id).Generate(
-                    worker_request(scheduled, request, token_ids, priority), timeout=context.time_remaining())
+                    worker_request(scheduled, request, token_ids, priority), timeout=context.time_remaining(),
+                    metadata=trace_metadata())
                 try:
                     async for reply in self._relay(scheduled, call, request, text):
                         yield reply
@@ -135,7 +137,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             return scheduler_pb2.CancelResponse(cancelled=True)
         try:
             reply = await self._pool.stub(running.worker_id).Abort(
-                worker_pb2.AbortRequest(request_id=request.request_id), timeout=5)
+                worker_pb2.AbortRequest(request_id=request.request_id), timeout=5, metadata=trace_metadata())
         except (KeyError, grpc.aio.AioRpcError) as error:
             raise Unavailable(f"could not reach worker {running.worker_id} to abort: {error}; retry") from error
         return scheduler_pb2.CancelResponse(cancelled=reply.aborted)
@@ -156,7 +158,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         return scheduler_pb2.ListWorkersResponse(workers=workers)
 
     def _require_workers(self, model: str) -> None:
-        if self._pool.serving(model):
+        if self._pool.serves(model):
             return
         if any(record.model == model for record in self._pool.records.values()):
             raise Unavailable(f"every worker serving {model!r} is draining; retry in 1 s")

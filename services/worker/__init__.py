@@ -1,4 +1,5 @@
-"""Worker: one inference engine (native sim or vLLM) behind WorkerService, registered in Redis.
+"""Worker: one inference engine (native sim, vLLM, or the null engine of benchmarks) behind WorkerService,
+registered in Redis.
 
 The shell loads the primary model at start (more with LoadModel), registers the worker with heartbeats
 carrying its load, writes the primary engine's prefix-cache events into the Redis prefix index under
@@ -28,7 +29,7 @@ from forethought.v1 import worker_pb2_grpc
 
 log = logging.getLogger(__name__)
 
-ENGINES = ("sim", "vllm")
+ENGINES = ("sim", "vllm", "null")
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class Settings(ServiceSettings):
     heartbeat_ttl_s: float = option(5.0, "seconds after the last heartbeat at which the worker counts as dead")
     sim_profile: str = option("smollm2-135m-cpu2", "cost-model profile of the sim engine (docs/costmodel.md)")
     sim_speedup: float = option(1.0, "sim engine: modelled time is divided by this")
-    sim_kv_blocks: int = option(2048, "sim engine: KV blocks of 16 tokens")
+    sim_kv_blocks: int = option(2048, "sim and null engines: KV blocks of 16 tokens")
     vllm_kv_cache_gib: float = option(1.0, "vLLM on CPU: KV cache space in GiB")
     vllm_max_model_len: int = option(2048, "vLLM: longest prompt plus output, in tokens")
     vllm_enable_lora: bool = option(False, "vLLM: serve LoRA adapters (needed to prewarm them)")
@@ -81,6 +82,10 @@ def build_engine(settings: Settings, model: str) -> EngineBackend:
             model=model, kv_cache_gib=settings.vllm_kv_cache_gib, max_model_len=settings.vllm_max_model_len,
             enable_lora=settings.vllm_enable_lora, scheduler_cls=scheduler_cls,
         ))
+    if settings.engine == "null":
+        from forethought.engine.null_backend import NullEngineBackend
+
+        return NullEngineBackend(model, num_blocks=settings.sim_kv_blocks)
     from forethought.engine.core import EngineConfig
     from forethought.engine.sim_backend import SimEngineBackend
 

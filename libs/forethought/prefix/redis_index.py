@@ -7,7 +7,7 @@ is a contract with the workers that publish events and is documented in ``docs/p
 
     {ns}:blk:<hash>          HASH  worker -> last access, ms since epoch (store or match)
     {ns}:hits:<hash>         HASH  "<worker>|<bucket>" -> requests that matched up to this block
-    {ns}:wblk:<worker>       SET   block hashes the worker caches (for clears and removal)
+    {ns}:wblk:<worker>       SET   block hashes the worker caches (for matching, clears and removal)
     {ns}:alive:<worker>      STRING heartbeat with a TTL; a worker without it is ignored by match
     {ns}:workers             SET   every worker that ever published (for sweeping dead ones)
 
@@ -18,7 +18,7 @@ touch keys they discover while running.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from redis.asyncio import Redis
@@ -53,32 +53,42 @@ return 1
 
 _MATCH = """
 local ns, now, bucket, window_ms = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
-local alive, depth, last = {}, {}, {}
-local first = redis.call('HKEYS', ns .. ':blk:' .. ARGV[5])
-for _, w in ipairs(first) do
-  if redis.call('EXISTS', ns .. ':alive:' .. w) == 1 then alive[w] = true end
-end
-for i = 5, #ARGV do
-  local any = false
-  for w, _ in pairs(alive) do
-    if redis.call('HEXISTS', ns .. ':blk:' .. ARGV[i], w) == 1 then
-      depth[w] = i - 4
-      last[w] = ARGV[i]
-      any = true
-    else
-      alive[w] = nil
+-- Leading blocks ARGV[first..last] that the worker's set holds: one SMISMEMBER per 1000 blocks.
+local function leading(wblk, first, last)
+  local depth = 0
+  for from = first, last, 1000 do
+    local held = redis.call('SMISMEMBER', wblk, unpack(ARGV, from, math.min(from + 999, last)))
+    for _, flag in ipairs(held) do
+      if flag ~= 1 then return depth end
+      depth = depth + 1
     end
   end
-  if not any then break end
+  return depth
 end
-local out = {}
-for w, d in pairs(depth) do
-  redis.call('HSET', ns .. ':blk:' .. last[w], w, now)
-  local hits = ns .. ':hits:' .. last[w]
-  redis.call('HINCRBY', hits, w .. '|' .. bucket, 1)
-  redis.call('PEXPIRE', hits, window_ms * 2)
-  table.insert(out, w)
-  table.insert(out, d)
+local out, at = {}, 5
+while at <= #ARGV do
+  local first, last = at + 1, at + tonumber(ARGV[at])
+  at = last + 1
+  local holders, matched = redis.call('HKEYS', ns .. ':blk:' .. ARGV[first]), {}
+  if #holders > 0 then
+    local keys = {}
+    for i, w in ipairs(holders) do keys[i] = ns .. ':alive:' .. w end
+    local alive = redis.call('MGET', unpack(keys))
+    for i, w in ipairs(holders) do
+      if alive[i] then matched[#matched + 1] = w end
+    end
+  end
+  out[#out + 1] = #matched
+  for _, w in ipairs(matched) do
+    local depth = leading(ns .. ':wblk:' .. w, first, last)
+    local deepest = ARGV[first + depth - 1]
+    redis.call('HSET', ns .. ':blk:' .. deepest, w, now)
+    local hits = ns .. ':hits:' .. deepest
+    redis.call('HINCRBY', hits, w .. '|' .. bucket, 1)
+    redis.call('PEXPIRE', hits, window_ms * 2)
+    out[#out + 1] = w
+    out[#out + 1] = depth
+  end
 end
 return out
 """
@@ -156,13 +166,20 @@ class RedisPrefixIndex:
         A hit and the last access are written on the deepest block each worker matched: a hit on a
         block implies hits on its ancestors, so one write per worker keeps matching one round trip.
         """
-        if not block_hashes:
-            return {}
+        return (await self.match_many([block_hashes]))[0]
+
+    async def match_many(self, prompts: Sequence[Sequence[int]]) -> list[dict[str, int]]:
+        """``match`` for several prompts in one round trip (one script call), in order."""
+        sent = [hashes for hashes in prompts if hashes]
+        if not sent:
+            return [{} for _ in prompts]
         window_ms = int(self._bucket_s * self._hit_buckets * 1000)
-        reply = await self._run(
-            "match", self._now_ms(), self._bucket(), window_ms, *map(str, block_hashes)
-        )
-        return {_text(reply[i]): int(reply[i + 1]) for i in range(0, len(reply), 2)}
+        args: list[int] = []  # per prompt: its number of blocks, then their hashes
+        for hashes in sent:
+            args.append(len(hashes))
+            args.extend(hashes)
+        reply = iter(await self._run("match", self._now_ms(), self._bucket(), window_ms, *args))
+        return [_cached_workers(reply) if hashes else {} for hashes in prompts]
 
     async def refresh_worker(self, worker_id: str, ttl_s: float) -> None:
         """Heartbeat: the worker's entries count for ``ttl_s`` more seconds."""
@@ -221,6 +238,12 @@ class RedisPrefixIndex:
 
     def _bucket(self) -> int:
         return int(self._clock() // self._bucket_s)
+
+
+def _cached_workers(reply: Iterator[Any]) -> dict[str, int]:
+    """One prompt's part of a match reply: the count of workers, then worker and depth for each."""
+    count = int(next(reply))
+    return {_text(next(reply)): int(next(reply)) for _ in range(count)}
 
 
 def _text(value: str | bytes) -> str:

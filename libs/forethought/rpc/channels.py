@@ -12,11 +12,17 @@ from opentelemetry.instrumentation.grpc import aio_client_interceptors
 from forethought.rpc.server import MAX_MESSAGE_BYTES
 
 
-def open_channel(address: str) -> grpc.aio.Channel:
-    """An insecure async channel to ``address`` (host:port) with client tracing interceptors."""
+def open_channel(address: str, traced: bool = True) -> grpc.aio.Channel:
+    """An insecure async channel to ``address`` (host:port).
+
+    Args:
+        traced: client tracing interceptors open a span per call and send the trace context. False on
+            hot paths: grpc.aio interceptors cost a task and a wrapped stream per call, so callers pass
+            ``forethought.telemetry.tracing.trace_metadata()`` as each call's metadata instead.
+    """
     return grpc.aio.insecure_channel(
         address,
-        interceptors=aio_client_interceptors(),
+        interceptors=aio_client_interceptors() if traced else None,
         options=[("grpc.max_send_message_length", MAX_MESSAGE_BYTES), ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)],
     )
 

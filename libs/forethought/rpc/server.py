@@ -21,7 +21,6 @@ from typing import Any, Protocol
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
 from forethought.config import ServiceSettings, describe
 from forethought.rpc.interceptors import StatusInterceptor
@@ -92,7 +91,7 @@ async def running_service(name: str, settings: ServiceSettings, service: Service
     """
     service = service if service is not None else service_module(name).build(settings)
     server = grpc.aio.server(
-        interceptors=[aio_server_interceptor(), StatusInterceptor()],
+        interceptors=[StatusInterceptor()],  # also opens the server span: one interceptor layer per call
         options=[("grpc.max_send_message_length", MAX_MESSAGE_BYTES), ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)],
     )
     service.register(server)

@@ -1,12 +1,13 @@
 """OpenTelemetry tracing for every service: one tracer provider, the exporter chosen by configuration.
 
-Server and client gRPC interceptors (``forethought.rpc``) open spans and carry the W3C trace context
-across hops, so one trace shows a request through every service it touched.
+The server interceptor (``forethought.rpc.interceptors``) opens a span per call under the caller's
+context; client channels carry the W3C trace context across hops (an interceptor, or ``trace_metadata``
+on hot paths), so one trace shows a request through every service it touched.
 """
 
 from __future__ import annotations
 
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
@@ -42,3 +43,14 @@ def current_trace_id() -> str:
     """The active span's trace id as 32 hex digits, or "" outside a span."""
     context = trace.get_current_span().get_span_context()
     return format(context.trace_id, "032x") if context.is_valid else ""
+
+
+def trace_metadata() -> tuple[tuple[str, str], ...]:
+    """The active trace context as gRPC call metadata (W3C ``traceparent``); empty outside a span.
+
+    Calls on a channel opened with ``traced=False`` pass it, so the trace crosses the hop without a
+    client interceptor.
+    """
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return tuple(carrier.items())

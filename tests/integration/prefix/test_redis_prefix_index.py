@@ -149,3 +149,35 @@ async def test_matching_a_prompt_costs_at_most_two_round_trips(redis_port: int, 
     finally:
         await client.aclose()
         await pool.disconnect()
+
+
+async def test_matching_several_prompts_is_one_round_trip_with_the_same_answers(redis_port: int, namespace: str) -> None:
+    pool = ConnectionPool(host="127.0.0.1", port=redis_port, connection_class=CountingConnection)
+    client = Redis(connection_pool=pool)
+    try:
+        index = await make_index(client, namespace)
+        shared, other = list(range(BLOCK * 8)), list(range(1000, 1000 + BLOCK * 8))
+        for worker_id, blocks in (("w0", 8), ("w1", 3)):
+            await index.refresh_worker(worker_id, ttl_s=60)
+            await index.apply(worker_id, [stored(shared[: BLOCK * blocks])])
+        prompts = [chained_block_hashes(shared, BLOCK), [], chained_block_hashes(other, BLOCK)]
+        CountingConnection.sends = 0
+        together = await index.match_many(prompts)
+        assert CountingConnection.sends == 1
+        assert together == [{"w0": 8, "w1": 3}, {}, {}]
+        assert together == [await index.match(hashes) for hashes in prompts]
+    finally:
+        await client.aclose()
+        await pool.disconnect()
+
+
+async def test_a_long_prompt_matches_up_to_the_first_missing_block(redis_client: Redis, namespace: str) -> None:
+    # 2,500 blocks: the script checks a worker's blocks 1,000 at a time; the gap lies in the second batch.
+    index = await make_index(redis_client, namespace)
+    tokens = list(range(BLOCK * 2500))
+    hashes = chained_block_hashes(tokens, BLOCK)
+    await index.refresh_worker("w0", ttl_s=60)
+    await index.apply("w0", [stored(tokens[: BLOCK * 2200])])
+    assert await index.match(hashes) == {"w0": 2200}
+    await index.apply("w0", [BlockRemoved((hashes[1500],))])
+    assert await index.match(hashes) == {"w0": 1500}

@@ -76,3 +76,49 @@ async def test_unimplemented_methods_answer_unimplemented(stub):
     with pytest.raises(grpc.aio.AioRpcError) as raised:
         await stub.Estimate(demand_pb2.EstimateRequest())
     assert raised.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+@pytest.fixture
+async def traced():
+    """A server whose interceptor sends spans to an in-memory exporter; yields (stub, exporter)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    server = grpc.aio.server(interceptors=[StatusInterceptor(tracer_provider=provider)])
+    demand_pb2_grpc.add_DemandServiceServicer_to_server(FailingDemand(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        yield demand_pb2_grpc.DemandServiceStub(channel), exporter
+    await server.stop(0)
+
+
+async def test_a_call_runs_in_a_server_span_under_the_callers_trace(traced):
+    stub, exporter = traced
+    trace_id = "0af7651916cd43dd8448eb211c80319c"
+    metadata = (("traceparent", f"00-{trace_id}-b7ad6b7169203331-01"),)
+    with pytest.raises(grpc.aio.AioRpcError):
+        await stub.RegisterApplication(demand_pb2.RegisterApplicationRequest(application="bad"), metadata=metadata)
+    (span,) = exporter.get_finished_spans()
+    assert span.name == "/forethought.v1.DemandService/RegisterApplication"
+    assert format(span.context.trace_id, "032x") == trace_id
+    assert format(span.parent.span_id, "016x") == "b7ad6b7169203331"
+    assert span.attributes["rpc.service"] == "forethought.v1.DemandService"
+    assert span.attributes["rpc.grpc.status_code"] == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    assert span.status.status_code.name == "ERROR"
+
+
+async def test_a_call_without_trace_context_starts_a_trace_of_its_own(traced):
+    stub, exporter = traced
+    call = stub.WatchPrewarm(demand_pb2.WatchPrewarmRequest())
+    assert await call.read() == demand_pb2.WatchPrewarmResponse()
+    with pytest.raises(grpc.aio.AioRpcError):
+        await call.read()
+    (span,) = exporter.get_finished_spans()
+    assert span.name == "/forethought.v1.DemandService/WatchPrewarm"
+    assert span.parent is None
+    assert span.attributes["rpc.grpc.status_code"] == grpc.StatusCode.INTERNAL.value[0]
