@@ -5,7 +5,8 @@ Per request:
    that longest prefix (plus replicas of a hot prefix), the lowest load cost wins.
 2. Post-assignment rebalancing: if that worker is the heaviest and its load exceeds ``Th_bal`` times
    the lightest worker's (and by more than ``rebalance_min_gap_s``), the request goes to the lightest
-   worker instead.
+   worker instead, provided the shift narrows the gap: the request's load cost on the light worker
+   (recomputation included) must stay below its cost on the heavy one.
 3. Otherwise explore. Prefill/decode balancing first: a worker whose outstanding requests are mostly
    decode-only units (prompt fully cached) takes the new prefill-heavy request; else the lowest load
    cost ``L + M + P`` over all workers wins.
@@ -15,9 +16,12 @@ worker over the history window H, plus the decode time of the requests still on 
 length in H times the worker's observed time per output token (the authors' released scheduler counts
 decode this way: active requests x mean output length x the GPU's measured TPOT; before a worker has
 finished a request, the cost model's decode regression). ``M`` is the recomputation time of the
-prefixes the worker would evict (LRU) to fit the request, times the requests that hit them in H; ``P``
-is the prefill time of the request's own missed tokens. Hot-prefix replication: when the mean TTFT of requests exploiting one prefix on one
-worker doubles between the two halves of H, the lightest other worker becomes a replica for H.
+cached tokens the worker would evict to fit the request's missed blocks, in its own LRU order (leaf
+blocks first, as the engine frees them), each run of blocks shared by the same requests (a radix-tree
+node) counted once per request that hit it on that worker within H; ``P`` is the prefill time of the
+request's own missed tokens. Hot-prefix replication: when the prefix's worker is still the heaviest
+past ``Th_bal`` and the mean TTFT of requests exploiting that prefix there doubles between the two halves
+of H, the lightest other worker becomes a replica for H.
 
 Parameters: the paper leaves H and Th_bal configurable without values; the defaults follow the
 authors' released scheduler (a 3-minute window, Th_bal = 1.5, 45 decode tokens assumed when nothing
@@ -29,6 +33,7 @@ needs an absolute floor to mean "imbalanced" (the SGLang router's balance test h
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from forethought.routing.ledger import Assignment, LedgerRouter
@@ -48,15 +53,6 @@ class E2Decision:
     worker_id: str
     phase: str  # "exploit", "rebalance", "prefill_decode" or "explore"
     costs: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass
-class _PrefixUse:
-    """A prefix the router placed on a worker: its new tokens there and when requests hit it."""
-
-    tokens: int
-    blocks: int
-    hits: deque[float]
 
 
 class E2Router(LedgerRouter):
@@ -83,13 +79,14 @@ class E2Router(LedgerRouter):
         self.capacity_blocks = capacity_blocks
         self.rebalance_min_gap_s = rebalance_min_gap_s
         self.last_decision: E2Decision | None = None
+        self._block_size = 16  # tokens per KV block, taken from the requests placed
         self._history: dict[str, deque[tuple[float, float]]] = {}  # (assigned_s, PT)
         self._window_prefill: dict[str, float] = {}
         self._output_lengths: deque[tuple[float, int]] = deque()  # (finished_s, tokens), all workers
         self._per_token_s: dict[str, deque[tuple[float, float]]] = {}  # (finished_s, observed TPOT)
         self._first_token_s: dict[str, float] = {}
-        self._prefixes: dict[str, OrderedDict[int, _PrefixUse]] = {}
-        self._used_blocks: dict[str, int] = {}  # blocks of the prefixes tracked per worker
+        # Per worker, the blocks its cache holds by our placements, LRU first, with the times requests used them.
+        self._blocks: dict[str, OrderedDict[int, deque[float]]] = {}
         self._exploited: dict[str, int] = {}  # request id -> the prefix it exploited
         self._ttfts: dict[tuple[int, str], deque[tuple[float, float]]] = {}
         self._replicas: dict[int, dict[str, float]] = {}  # prefix -> replica worker -> since
@@ -101,15 +98,14 @@ class E2Router(LedgerRouter):
         self._history.setdefault(worker_id, deque())
         self._window_prefill.setdefault(worker_id, 0.0)
         self._per_token_s.setdefault(worker_id, deque())
-        self._prefixes.setdefault(worker_id, OrderedDict())
-        self._used_blocks.setdefault(worker_id, 0)
+        self._blocks.setdefault(worker_id, OrderedDict())
 
     def remove_worker(self, worker_id: str, now: float) -> None:
         for request_id in self.outstanding.get(worker_id, {}):
             self._first_token_s.pop(request_id, None)
         super().remove_worker(worker_id, now)
         per_worker_maps = (
-            self._history, self._window_prefill, self._per_token_s, self._prefixes, self._used_blocks
+            self._history, self._window_prefill, self._per_token_s, self._blocks
         )
         for per_worker in per_worker_maps:
             per_worker.pop(worker_id, None)
@@ -137,9 +133,19 @@ class E2Router(LedgerRouter):
         costs = {w: self.load_cost(w, request, cached[w], now) for w in holders}
         chosen = min(holders, key=costs.__getitem__)
         lightest = self._rebalance_target(chosen)
-        if lightest is not None:
+        if lightest is not None and self._shift_narrows_gap(request, chosen, lightest, costs, cached, now):
             return E2Decision(lightest, "rebalance", costs)
         return E2Decision(chosen, "exploit", costs)
+
+    def _shift_narrows_gap(
+        self, request: RoutingRequest, heavy: str, light: str, costs: dict[str, float], cached: dict[str, int],
+        now: float,
+    ) -> bool:
+        """Whether sending ``request`` to ``light`` instead of ``heavy`` narrows their gap: section 4.2 shifts
+        load "until their difference is below Th_bal", so the light worker, paying the request's
+        recomputation (its load cost there), must stay below the heavy one."""
+        costs[light] = self.load_cost(light, request, cached[light], now)
+        return costs[light] < costs[heavy]
 
     def _explore(self, request: RoutingRequest, cached: dict[str, int], now: float) -> E2Decision:
         ratios = {w: self.decode_ratio(w) for w in self.workers}
@@ -167,7 +173,7 @@ class E2Router(LedgerRouter):
         """``L + M + P`` of placing ``request`` on ``worker_id`` (seconds of GPU time)."""
         missed = request.prompt_tokens - cached_tokens
         missed_blocks = -(-missed // request.block_size)
-        eviction = self.eviction_cost(worker_id, missed_blocks, now)
+        eviction = self.eviction_cost(worker_id, missed_blocks, now, keep=request.block_hashes)
         return self.window_load(worker_id) + eviction + self.phase_times.prefill_time(missed)
 
     def window_load(self, worker_id: str) -> float:
@@ -186,16 +192,35 @@ class E2Router(LedgerRouter):
             for a in self.outstanding[worker_id].values()
         )
 
-    def eviction_cost(self, worker_id: str, needed_blocks: int, now: float) -> float:
-        """``M``: recomputation of the LRU prefixes evicted to free ``needed_blocks``, per hitting request."""
+    def eviction_cost(
+        self, worker_id: str, needed_blocks: int, now: float, keep: Sequence[int] = ()
+    ) -> float:
+        """``M``: recomputation of the blocks the worker would evict (LRU) to free ``needed_blocks``.
+
+        Consecutive evicted blocks hit by the same requests form one tree node ``j``; it costs
+        ``PREFILLTIME(tokens of j) x N_j``, ``N_j`` the requests that used it there within H. Blocks of
+        ``keep`` (the request's own prefix) are pinned by the request and never evicted for it.
+        """
         deficit = needed_blocks - self._free_blocks(worker_id)
-        cost = 0.0
-        for use in self._prefixes[worker_id].values():
+        pinned = set(keep) if deficit > 0 else set()
+        cost, run_blocks, run_hits = 0.0, 0, 0
+        for block, hits in self._blocks[worker_id].items():
             if deficit <= 0:
                 break
-            cost += self.phase_times.prefill_time(use.tokens) * self._recent_hits(use, now)
-            deficit -= use.blocks
-        return cost
+            if block in pinned:
+                continue
+            shared_by = self._recent_hits(hits, now)
+            if shared_by != run_hits:
+                cost += self._node_cost(run_blocks, run_hits)
+                run_blocks, run_hits = 0, shared_by
+            run_blocks += 1
+            deficit -= 1
+        return cost + self._node_cost(run_blocks, run_hits)
+
+    def _node_cost(self, blocks: int, shared_by: int) -> float:
+        if blocks == 0 or shared_by == 0:
+            return 0.0
+        return self.phase_times.prefill_time(blocks * self._block_size) * shared_by
 
     def decode_ratio(self, worker_id: str) -> float:
         """Share of the worker's outstanding requests that are decode-only units (prompt cached)."""
@@ -218,34 +243,22 @@ class E2Router(LedgerRouter):
         prefill_s = self.phase_times.prefill_time(assignment.missed_tokens)
         self._history[worker_id].append((now, prefill_s))
         self._window_prefill[worker_id] += prefill_s
-        self._track_prefixes(request, assignment, now)
+        self._track_blocks(request, assignment, now)
 
-    def _track_prefixes(self, request: RoutingRequest, assignment: Assignment, now: float) -> None:
-        prefixes = self._prefixes[assignment.worker_id]
+    def _track_blocks(self, request: RoutingRequest, assignment: Assignment, now: float) -> None:
         if assignment.cached_tokens > 0:
-            key = self._prefix_key(request, assignment.cached_tokens)
-            self._exploited[request.request_id] = key
-            if key in prefixes:
-                prefixes[key].hits.append(now)
-                prefixes.move_to_end(key)
-        if assignment.missed_tokens >= request.block_size and request.block_hashes:
-            key = request.block_hashes[-1]
-            self._forget_prefix(assignment.worker_id, key)
-            blocks = -(-assignment.missed_tokens // request.block_size)
-            prefixes[key] = _PrefixUse(assignment.missed_tokens, blocks, deque([now]))
-            self._used_blocks[assignment.worker_id] += blocks
-        self._evict_overflow(assignment.worker_id)
-
-    def _evict_overflow(self, worker_id: str) -> None:
-        """The worker evicts LRU prefixes once full (Preble's scheduler mirrors this)."""
-        prefixes = self._prefixes[worker_id]
-        while prefixes and self._free_blocks(worker_id) < 0:
-            self._forget_prefix(worker_id, next(iter(prefixes)))
-
-    def _forget_prefix(self, worker_id: str, key: int) -> None:
-        use = self._prefixes[worker_id].pop(key, None)
-        if use is not None:
-            self._used_blocks[worker_id] -= use.blocks
+            self._exploited[request.request_id] = self._prefix_key(request, assignment.cached_tokens)
+        self._block_size = request.block_size
+        blocks = self._blocks[assignment.worker_id]
+        # Leaf first, so the prompt's root ends most recently used: the engine frees a finished
+        # request's blocks tail first, and evicts leaves before the prefixes they extend.
+        for block in reversed(request.block_hashes):
+            hits = blocks.pop(block, None) or deque()
+            hits.append(now)
+            blocks[block] = hits
+        capacity = self._capacity(assignment.worker_id)
+        while capacity and len(blocks) > capacity:
+            blocks.popitem(last=False)  # the worker evicts LRU blocks once full
 
     def _finished(self, assignment: Assignment, now: float, output_tokens: int | None) -> None:
         self._exploited.pop(assignment.request_id, None)
@@ -270,7 +283,9 @@ class E2Router(LedgerRouter):
         samples.append((now, ttft_s))
         while samples[0][0] < now - self.history_window_s:
             samples.popleft()
-        if self._doubled(samples, now):
+        # Replicate only when the holder's load is "still too high even after rebalancing" (section 4.2):
+        # the holder is the heaviest worker past Th_bal, and the prefix's TTFT doubled over H.
+        if self._rebalance_target(assignment.worker_id) is not None and self._doubled(samples, now):
             self._replicate(key, assignment.worker_id, now)
             samples.clear()
 
@@ -300,25 +315,30 @@ class E2Router(LedgerRouter):
             per_token = self._per_token_s[worker_id]
             while per_token and per_token[0][0] < horizon:
                 per_token.popleft()
-            prefixes = self._prefixes[worker_id]
-            while prefixes and self._recent_hits(next(iter(prefixes.values())), now) == 0:
-                self._forget_prefix(worker_id, next(iter(prefixes)))
+            # Unused LRU blocks cost nothing to evict; dropping them keeps the mirror small.
+            blocks = self._blocks[worker_id]
+            while blocks and self._recent_hits(next(iter(blocks.values())), now) == 0:
+                blocks.popitem(last=False)
         while self._output_lengths and self._output_lengths[0][0] < horizon:
             self._output_lengths.popleft()
         for key in [k for k, r in self._replicas.items() if all(t < horizon for t in r.values())]:
             del self._replicas[key]
 
-    def _recent_hits(self, use: _PrefixUse, now: float) -> int:
-        while use.hits and use.hits[0] < now - self.history_window_s:
-            use.hits.popleft()
-        return len(use.hits)
+    def _recent_hits(self, hits: deque[float], now: float) -> int:
+        while hits and hits[0] < now - self.history_window_s:
+            hits.popleft()
+        return len(hits)
+
+    def _capacity(self, worker_id: str) -> int:
+        """KV blocks of the worker: configured, else its last snapshot's; 0 when unknown."""
+        stats = self.snapshots.get(worker_id)
+        return self.capacity_blocks or (stats.total_kv_blocks if stats else 0)
 
     def _free_blocks(self, worker_id: str) -> float:
-        stats = self.snapshots.get(worker_id)
-        capacity = self.capacity_blocks or (stats.total_kv_blocks if stats else 0)
+        capacity = self._capacity(worker_id)
         if not capacity:
             return float("inf")
-        return capacity - self._used_blocks[worker_id]
+        return capacity - len(self._blocks[worker_id])
 
     def _cached_tokens(self, request: RoutingRequest) -> dict[str, int]:
         return {

@@ -5,9 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-
 from forethought.engine.backend import EngineStats
-from forethought.routing import E2Router, PrebleLinearPhaseTimes, RoutingRequest, build_router
+from forethought.routing import (
+    E2Router,
+    PrebleLinearPhaseTimes,
+    RoutingRequest,
+    build_router,
+)
 
 BLOCK = 16
 
@@ -50,9 +54,18 @@ def test_prefix_sharing_requests_exploit_the_caching_worker() -> None:
 
 def test_without_a_minimum_gap_any_load_against_an_idle_worker_counts_as_imbalance() -> None:
     router = make_e2(3, rebalance_min_gap_s=0.0)
-    router.choose(make_request("r1", 4, prefix=7, cached={"w0": 3}), now=1.0)
+    router.choose(make_request("busy", 10), now=0.0)  # w0 carries 0.16 s
     chosen = router.choose(make_request("r2", 4, prefix=7, cached={"w0": 3}), now=1.0)
     assert (chosen, router.last_decision.phase) == ("w1", "rebalance")  # type: ignore[union-attr]
+    assert router.last_decision.costs == {"w0": pytest.approx(0.176), "w1": pytest.approx(0.064)}  # type: ignore[union-attr]
+
+
+def test_rebalancing_never_shifts_a_request_that_would_make_the_light_worker_heavier() -> None:
+    router = make_e2(2, rebalance_min_gap_s=0.0)
+    router.choose(make_request("r1", 4, prefix=7, cached={"w0": 3}), now=1.0)  # w0: 0.016 s, w1 idle
+    # Imbalanced (0.016 > 1.5 x 0), but recomputing 64 tokens on w1 (0.064 s) exceeds w0's 0.032 s.
+    chosen = router.choose(make_request("r2", 4, prefix=7, cached={"w0": 3}), now=1.0)
+    assert (chosen, router.last_decision.phase) == ("w0", "exploit")  # type: ignore[union-attr]
 
 
 def test_exploit_breaks_ties_between_holders_by_load_cost() -> None:
@@ -109,14 +122,28 @@ def test_load_leaves_the_history_window() -> None:
     assert router.window_load("w0") == pytest.approx(0.016)  # only b's own prefill is left
 
 
-def test_eviction_cost_counts_recomputation_of_hit_prefixes() -> None:
+def test_eviction_cost_counts_the_lru_blocks_the_worker_would_evict_by_their_hits() -> None:
     router = make_e2(1, capacity_blocks=10)
-    router.choose(make_request("a", 8, prefix=5), now=0.0)  # 8 blocks of prefix 5 on w0
-    router.choose(make_request("b", 8, prefix=5, cached={"w0": 8}), now=1.0)  # a second hit
-    # A 4-block prompt needs 4 blocks, 2 are free: the LRU prefix (128 tokens, 2 hits) goes.
-    assert router.eviction_cost("w0", needed_blocks=4, now=2.0) == pytest.approx(0.128 * 2)
+    tool = (1, 2, 3, 4)
+    router.choose(RoutingRequest("a", 6 * BLOCK, tool + (10, 11), BLOCK), now=0.0)
+    router.choose(RoutingRequest("b", 6 * BLOCK, tool + (20, 21), BLOCK, cached_blocks={"w0": 4}), now=1.0)
+    # 8 of 10 blocks used; LRU first: a's query (11, 10), b's query (21, 20), then the tool, leaf first.
     assert router.eviction_cost("w0", needed_blocks=2, now=2.0) == 0.0
-    assert router.eviction_cost("w0", needed_blocks=4, now=400.0) == 0.0  # hits left the window
+    assert router.eviction_cost("w0", needed_blocks=4, now=2.0) == pytest.approx(0.032)  # a's query, 1 hit
+    assert router.eviction_cost("w0", needed_blocks=6, now=2.0) == pytest.approx(0.064)
+    # Two tool blocks go too: 32 tokens recomputed for each of the 2 requests that shared them.
+    assert router.eviction_cost("w0", needed_blocks=8, now=2.0) == pytest.approx(0.064 + 0.032 * 2)
+    # The request's own prefix is pinned by it, so only the unshared blocks can go.
+    assert router.eviction_cost("w0", needed_blocks=8, now=2.0, keep=tool) == pytest.approx(0.064)
+    assert router.eviction_cost("w0", needed_blocks=8, now=400.0) == 0.0  # hits left the window
+
+
+def test_the_block_mirror_evicts_lru_blocks_past_capacity() -> None:
+    router = make_e2(1, capacity_blocks=4)
+    router.choose(RoutingRequest("a", 4 * BLOCK, (1, 2, 3, 4), BLOCK), now=0.0)
+    router.choose(RoutingRequest("b", 3 * BLOCK, (1, 2, 7), BLOCK, cached_blocks={"w0": 2}), now=1.0)
+    # a's leaves 4 and 3 were LRU; one made room for 7; a full 4-block prompt now evicts 3, 7, 2, 1.
+    assert router.eviction_cost("w0", needed_blocks=4, now=2.0) == pytest.approx(0.016 + 0.016 + 0.032 * 2)
 
 
 def test_capacity_comes_from_the_live_snapshot_when_not_configured() -> None:
@@ -124,7 +151,7 @@ def test_capacity_comes_from_the_live_snapshot_when_not_configured() -> None:
     router.choose(make_request("a", 8, prefix=5), now=0.0)
     assert router.eviction_cost("w0", needed_blocks=100, now=1.0) == 0.0  # capacity unknown
     router.observe_load("w0", EngineStats(total_kv_blocks=8), now=1.0)
-    assert router.eviction_cost("w0", needed_blocks=1, now=1.0) == pytest.approx(0.128)
+    assert router.eviction_cost("w0", needed_blocks=1, now=1.0) == pytest.approx(0.016)  # a's leaf block
 
 
 def test_decode_load_counts_requests_in_flight_at_the_cost_model_rate_before_any_observation() -> None:
@@ -162,20 +189,31 @@ def test_a_worker_holding_unfinished_work_looks_heavier_than_one_that_finished_i
     assert router.choose(make_request("new", 8, prefix=10), now=1.5) == "w1"
 
 
-def test_a_hot_prefix_whose_ttft_doubles_is_replicated_on_the_lightest_worker() -> None:
-    router = make_e2(3, decode_s=0.001, history_window_s=100.0, rebalance_threshold=1e9)
-    router.choose(make_request("on-w0", 3), now=0.0)  # all idle: the first worker wins
-    router.choose(make_request("on-w1", 1), now=0.0)
-    router.choose(make_request("on-w2", 2), now=0.0)  # w1 is the lightest other than w0
-    hot = {"w0": 4}
+def test_a_hot_prefix_whose_ttft_doubles_on_an_overloaded_worker_is_replicated() -> None:
+    router = make_e2(2, decode_s=0.001, history_window_s=100.0, rebalance_min_gap_s=0.1)
+    router.choose(make_request("on-w0", 18), now=0.0)  # w0: 0.288 s prefill + 0.045 s decode
+    router.choose(make_request("on-w1", 6), now=0.0)  # w1: 0.096 s + 0.045 s, past Th_bal below w0
+    hot = {"w0": 50}  # 800 of 816 tokens cached: recomputing them on w1 (0.8 s) never pays off
     for step, ttft in enumerate([0.1, 0.1, 0.1, 0.3, 0.3]):
         now = 10.0 + step * 20.0
         rid = f"h{step}"
-        assert router.choose(make_request(rid, 5, prefix=9, cached=hot), now=now) == "w0"
+        assert router.choose(make_request(rid, 51, prefix=9, cached=hot), now=now) == "w0"
+        assert router.last_decision.phase == "exploit"  # type: ignore[union-attr]
         router.observe_ttft(rid, ttft, now=now + 1.0)
-    assert router.replicas(9003) == frozenset({"w1"})
-    router.choose(make_request("next", 5, prefix=9, cached=hot), now=95.0)
+    assert router.replicas(9049) == frozenset({"w1"})
+    router.choose(make_request("next", 51, prefix=9, cached=hot), now=95.0)
     assert set(router.last_decision.costs) == {"w0", "w1"}  # type: ignore[union-attr]
+
+
+def test_a_doubled_ttft_on_a_balanced_cluster_is_not_replicated() -> None:
+    router = make_e2(2, decode_s=0.001, history_window_s=100.0, rebalance_threshold=1e9)
+    router.choose(make_request("on-w0", 18), now=0.0)
+    router.choose(make_request("on-w1", 6), now=0.0)
+    for step, ttft in enumerate([0.1, 0.1, 0.1, 0.3, 0.3]):
+        rid = f"h{step}"
+        router.choose(make_request(rid, 51, prefix=9, cached={"w0": 50}), now=10.0 + step * 20.0)
+        router.observe_ttft(rid, ttft, now=11.0 + step * 20.0)
+    assert router.replicas(9049) == frozenset()
 
 
 def test_registry_builds_e2_with_paper_defaults() -> None:
