@@ -82,8 +82,8 @@ class E2Router(LedgerRouter):
         self._block_size = 16  # tokens per KV block, taken from the requests placed
         self._history: dict[str, deque[tuple[float, float]]] = {}  # (assigned_s, PT)
         self._window_prefill: dict[str, float] = {}
-        self._output_lengths: deque[tuple[float, int]] = deque()  # (finished_s, tokens), all workers
-        self._per_token_s: dict[str, deque[tuple[float, float]]] = {}  # (finished_s, observed TPOT)
+        self._output_lengths = WindowedMean()  # output tokens of requests finished within H, all workers
+        self._per_token_s: dict[str, WindowedMean] = {}  # observed time per output token within H
         self._first_token_s: dict[str, float] = {}
         # Per worker, the blocks its cache holds by our placements, LRU first, with the times requests used them.
         self._blocks: dict[str, OrderedDict[int, deque[float]]] = {}
@@ -97,7 +97,7 @@ class E2Router(LedgerRouter):
         super().add_worker(worker_id, now)
         self._history.setdefault(worker_id, deque())
         self._window_prefill.setdefault(worker_id, 0.0)
-        self._per_token_s.setdefault(worker_id, deque())
+        self._per_token_s.setdefault(worker_id, WindowedMean())
         self._blocks.setdefault(worker_id, OrderedDict())
 
     def remove_worker(self, worker_id: str, now: float) -> None:
@@ -185,8 +185,7 @@ class E2Router(LedgerRouter):
         tokens = self.decode_tokens()
         observed = self._per_token_s[worker_id]
         if observed:
-            per_token = sum(seconds for _, seconds in observed) / len(observed)
-            return len(self.outstanding[worker_id]) * tokens * per_token
+            return len(self.outstanding[worker_id]) * tokens * observed.mean()
         return sum(
             tokens * self.phase_times.decode_time(1, int(a.prompt_tokens + tokens / 2))
             for a in self.outstanding[worker_id].values()
@@ -233,7 +232,7 @@ class E2Router(LedgerRouter):
         """Decode length to expect: the mean output of the requests finished within H (Algorithm 2's
         "average decoding length in H", over all workers), else Preble's default."""
         if self._output_lengths:
-            return sum(tokens for _, tokens in self._output_lengths) / len(self._output_lengths)
+            return self._output_lengths.mean()
         return float(self.default_decode_tokens)
 
     # ----- bookkeeping ------------------------------------------------------------------------
@@ -265,9 +264,9 @@ class E2Router(LedgerRouter):
         first_token_s = self._first_token_s.pop(assignment.request_id, None)
         if output_tokens is None:
             return
-        self._output_lengths.append((now, output_tokens))
+        self._output_lengths.add(now, output_tokens)
         if first_token_s is not None and output_tokens > 1 and assignment.worker_id in self._per_token_s:
-            self._per_token_s[assignment.worker_id].append((now, (now - first_token_s) / (output_tokens - 1)))
+            self._per_token_s[assignment.worker_id].add(now, (now - first_token_s) / (output_tokens - 1))
 
     def observe_ttft(self, request_id: str, ttft_s: float, now: float) -> None:
         """Feeds the per-token decode time and hot-prefix detection (a prefix whose mean TTFT doubled
@@ -312,15 +311,12 @@ class E2Router(LedgerRouter):
                 self._window_prefill[worker_id] -= history.popleft()[1]
             if not history:
                 self._window_prefill[worker_id] = 0.0  # drop accumulated float error
-            per_token = self._per_token_s[worker_id]
-            while per_token and per_token[0][0] < horizon:
-                per_token.popleft()
+            self._per_token_s[worker_id].expire(horizon)
             # Unused LRU blocks cost nothing to evict; dropping them keeps the mirror small.
             blocks = self._blocks[worker_id]
             while blocks and self._recent_hits(next(iter(blocks.values())), now) == 0:
                 blocks.popitem(last=False)
-        while self._output_lengths and self._output_lengths[0][0] < horizon:
-            self._output_lengths.popleft()
+        self._output_lengths.expire(horizon)
         for key in [k for k, r in self._replicas.items() if all(t < horizon for t in r.values())]:
             del self._replicas[key]
 
@@ -351,3 +347,27 @@ class E2Router(LedgerRouter):
         """The chained hash of the last cached block: it names the whole cached prefix."""
         depth = min(len(request.block_hashes), cached_tokens // request.block_size)
         return request.block_hashes[depth - 1] if depth > 0 else 0
+
+
+class WindowedMean:
+    """Mean of the samples added since a moving horizon, kept as a running sum so a read is O(1)."""
+
+    def __init__(self) -> None:
+        self._samples: deque[tuple[float, float]] = deque()  # (time, value)
+        self._total = 0.0
+
+    def __len__(self) -> int:
+        return len(self._samples)
+
+    def add(self, now: float, value: float) -> None:
+        self._samples.append((now, value))
+        self._total += value
+
+    def expire(self, horizon: float) -> None:
+        while self._samples and self._samples[0][0] < horizon:
+            self._total -= self._samples.popleft()[1]
+        if not self._samples:
+            self._total = 0.0  # drop accumulated float error
+
+    def mean(self) -> float:
+        return self._total / len(self._samples)
