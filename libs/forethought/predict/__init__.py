@@ -2,7 +2,12 @@
 
 from forethought.predict.batching import BatchingPredictor
 from forethought.predict.buckets import QUANTILE_PERCENTS, LengthBuckets, ResidualSpread
-from forethought.predict.forecast import MAX_PROMPT_CHARS, InvalidPrompt, LengthForecast, validate_prompt
+from forethought.predict.forecast import (
+    MAX_PROMPT_CHARS,
+    InvalidPrompt,
+    LengthForecast,
+    validate_prompt,
+)
 from forethought.predict.forecaster import Forecaster
 from forethought.predict.length_cache import LengthCache
 from forethought.predict.observations import Observation, ObservationStore

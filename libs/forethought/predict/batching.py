@@ -9,7 +9,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
-from forethought.predict.forecast import MAX_PROMPT_CHARS, LengthForecast, validate_prompt
+from forethought.predict.forecast import (
+    MAX_PROMPT_CHARS,
+    LengthForecast,
+    validate_prompt,
+)
 
 PredictBatch = Callable[[list[str]], list[LengthForecast]]
 

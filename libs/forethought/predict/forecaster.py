@@ -23,7 +23,13 @@ import torch
 
 from forethought.predict.buckets import QUANTILE_PERCENTS, LengthBuckets, ResidualSpread
 from forethought.predict.forecast import LengthForecast
-from forethought.predict.proxy import Formulation, ProxyLengthModel, encode_prompts, log_estimates, predicted_buckets
+from forethought.predict.proxy import (
+    Formulation,
+    ProxyLengthModel,
+    encode_prompts,
+    log_estimates,
+    predicted_buckets,
+)
 
 ARTIFACT_FORMAT = 1
 INFERENCE_BATCH = 32
@@ -73,12 +79,14 @@ class Forecaster:
 
     @torch.inference_mode()
     def embed(self, prompts: list[str]) -> np.ndarray:
-        """CLS states of ``prompts`` (rows), computed in batches."""
-        chunks = []
+        """CLS states of ``prompts`` (rows, in order), computed in batches of similar length (little padding)."""
+        order = np.argsort([len(prompt) for prompt in prompts], kind="stable")
+        states = np.zeros((len(prompts), self.model.backbone.config.hidden_size), np.float32)
         for start in range(0, len(prompts), INFERENCE_BATCH):
-            batch = encode_prompts(self.tokenizer, prompts[start : start + INFERENCE_BATCH], self.config.max_tokens)
-            chunks.append(self.model.embed(**batch).numpy())
-        return np.concatenate(chunks) if chunks else np.zeros((0, self.model.backbone.config.hidden_size), np.float32)
+            rows = order[start : start + INFERENCE_BATCH]
+            batch = encode_prompts(self.tokenizer, [prompts[row] for row in rows], self.config.max_tokens)
+            states[rows] = self.model.embed(**batch).numpy()
+        return states
 
     @torch.inference_mode()
     def head_outputs(self, embeddings: np.ndarray) -> np.ndarray:

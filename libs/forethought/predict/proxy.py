@@ -51,6 +51,13 @@ class ProxyLengthModel(nn.Module):
         width = int(backbone.config.hidden_size)
         self.head = nn.Sequential(nn.Linear(width, hidden), nn.ReLU(), nn.Dropout(0.1), nn.Linear(hidden, formulation.outputs))
 
+    def start_at(self, targets: torch.Tensor) -> None:
+        """Set the output bias to the targets' median (regression, ordinal) so phase 1's few steps go into
+        ranking prompts rather than into moving a zero-initialized output to the typical length."""
+        if self.formulation is not Formulation.CLS:
+            with torch.no_grad():
+                self.head[-1].bias.fill_(float(targets.float().median()))
+
     def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         return self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, 0]
 

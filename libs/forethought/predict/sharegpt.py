@@ -10,6 +10,7 @@ conversation always lands in the same split whatever the sample size.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,8 @@ MAX_OUTPUT_TOKENS_EXCLUSIVE = 512
 CONTEXT_CHARS = 4096
 TURN_SEPARATOR = "\n"
 SPLITS = ("train", "val", "test")
+_PART_SUFFIX = re.compile(r"_\d+$")
+_WHITESPACE = re.compile(r"\s+")
 
 
 @dataclass(frozen=True)
@@ -41,8 +44,10 @@ class Turn:
 
 
 def split_of(conversation_id: str, val_percent: int = 10, test_percent: int = 10) -> str:
-    """``train``/``val``/``test`` for a conversation, stable across runs and sample sizes."""
-    bucket = int(hashlib.sha1(conversation_id.encode()).hexdigest()[:8], 16) % 100
+    """``train``/``val``/``test`` for a conversation, stable across runs and sample sizes; all parts
+    (``<id>_<n>``) of one chat share a split."""
+    chat_id = _PART_SUFFIX.sub("", conversation_id)
+    bucket = int(hashlib.sha1(chat_id.encode()).hexdigest()[:8], 16) % 100
     if bucket < test_percent:
         return "test"
     return "val" if bucket < test_percent + val_percent else "train"
@@ -97,4 +102,18 @@ def load_samples(
         if seen >= max_conversations:
             break
         by_split[split_of(conversation_id)].extend(conversation_samples(conversation_id, turns, count_tokens))
-    return by_split
+    return without_training_prompts(by_split)
+
+
+def normalized_prompt(prompt: str) -> str:
+    return _WHITESPACE.sub(" ", prompt.strip().lower())
+
+
+def without_training_prompts(by_split: dict[str, list[LengthSample]]) -> dict[str, list[LengthSample]]:
+    """Drop validation and test samples whose prompt (case and whitespace aside) is also a training
+    prompt: ShareGPT repeats popular prompts across conversations, and a repeat would score memory."""
+    seen = {normalized_prompt(sample.prompt) for sample in by_split["train"]}
+    return {
+        split: samples if split == "train" else [s for s in samples if normalized_prompt(s.prompt) not in seen]
+        for split, samples in by_split.items()
+    }

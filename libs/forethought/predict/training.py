@@ -13,7 +13,12 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from forethought.predict.proxy import Formulation, ProxyLengthModel, encode_prompts, head_loss
+from forethought.predict.proxy import (
+    Formulation,
+    ProxyLengthModel,
+    encode_prompts,
+    head_loss,
+)
 
 
 def length_sorted_batches(token_counts: Sequence[int], batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -75,17 +80,44 @@ def fit_head(
     batch_size: int = 64,
     seed: int = 0,
     progress: bool = False,
+    validation: tuple[np.ndarray, torch.Tensor] | None = None,
+    patience: int = 15,
 ) -> dict[str, torch.Tensor]:
-    """Phase 2 (and online refit): train ``head`` in place on frozen CLS states; returns its weights."""
+    """Phase 2 (and online refit): train ``head`` in place on frozen CLS states; returns its weights.
+
+    With ``validation`` (states, targets) the weights of the epoch with the lowest validation loss are
+    kept, and training stops after ``patience`` epochs without improvement.
+    """
     generator = torch.Generator().manual_seed(seed)
     features = torch.as_tensor(embeddings, dtype=torch.float32)
     optimizer = torch.optim.AdamW(head.parameters(), lr=learning_rate)
-    head.train()
-    for _ in tqdm(range(epochs), desc="phase 2 (head only)", disable=not progress):
+    best_loss, best_state, stale = float("inf"), snapshot(head), 0
+    bar = tqdm(range(epochs), desc="phase 2 (head only)", disable=not progress)
+    for _ in bar:
+        head.train()
         for batch in torch.randperm(len(features), generator=generator).split(batch_size):
             loss = head_loss(formulation, head(features[batch]), targets[batch])
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
+        if validation is None:
+            continue
+        held_out = validation_loss(head, formulation, *validation)
+        bar.set_postfix(val_loss=f"{held_out:.4f}")
+        best_loss, best_state, stale = (held_out, snapshot(head), 0) if held_out < best_loss else (best_loss, best_state, stale + 1)
+        if stale >= patience:
+            break
+    if validation is not None:
+        head.load_state_dict(best_state)
     head.eval()
+    return snapshot(head)
+
+
+@torch.inference_mode()
+def validation_loss(head: torch.nn.Module, formulation: Formulation, embeddings: np.ndarray, targets: torch.Tensor) -> float:
+    head.eval()
+    return float(head_loss(formulation, head(torch.as_tensor(embeddings, dtype=torch.float32)), targets))
+
+
+def snapshot(head: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name: tensor.detach().clone() for name, tensor in head.state_dict().items()}

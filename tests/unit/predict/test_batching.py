@@ -3,8 +3,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
-from forethought.predict import BatchingPredictor, InvalidPrompt, LengthForecast, Predictor
+from forethought.predict import (
+    BatchingPredictor,
+    InvalidPrompt,
+    LengthForecast,
+    Predictor,
+)
 
 
 def constant_forecast(prompt: str) -> LengthForecast:

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from forethought.predict import LengthBuckets, ResidualSpread
 from forethought.predict.metrics import accuracy_report, fit_log_linear, macro_f1
 

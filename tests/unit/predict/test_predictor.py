@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from forethought.predict import QUANTILE_PERCENTS, InvalidPrompt, Predictor
 
 PROMPTS = [

@@ -3,12 +3,14 @@ from __future__ import annotations
 import json
 
 from forethought.predict.sharegpt import (
+    LengthSample,
     Turn,
     context_prompt,
     conversation_samples,
     iter_conversations,
     paired_turns,
     split_of,
+    without_training_prompts,
 )
 
 
@@ -57,3 +59,23 @@ def test_truncated_file_stops_cleanly_after_the_last_whole_record(tmp_path) -> N
     (tmp_path / "sharegpt.json").write_text(truncated)
     conversations = list(iter_conversations(tmp_path / "sharegpt.json"))
     assert [conversation_id for conversation_id, _ in conversations] == ["x1"]
+
+
+def test_parts_of_one_chat_share_a_split() -> None:
+    for index in range(200):
+        assert {split_of(f"chat{index}_{part}") for part in (0, 1, 17)} == {split_of(f"chat{index}")}
+
+
+def test_evaluation_samples_repeating_a_training_prompt_are_dropped() -> None:
+    def sample(conversation_id: str, prompt: str) -> LengthSample:
+        return LengthSample(conversation_id, 1, prompt, 10)
+
+    by_split = {
+        "train": [sample("a", "Write a poem")],
+        "val": [sample("b", "write a  POEM "), sample("c", "Write a story")],
+        "test": [sample("d", "Write a poem"), sample("e", "Fix my code")],
+    }
+    kept = without_training_prompts(by_split)
+    assert [s.conversation_id for s in kept["train"]] == ["a"]
+    assert [s.conversation_id for s in kept["val"]] == ["c"]
+    assert [s.conversation_id for s in kept["test"]] == ["e"]
