@@ -7,6 +7,7 @@ dataclasses, awaits the backend, and converts back. Cache events use the chained
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -97,6 +98,31 @@ class AllBlocksCleared:
 
 
 CacheEvent = BlockStored | BlockRemoved | AllBlocksCleared
+
+
+class CacheEventFeed:
+    """Hands each batch of cache events to every subscription open when it is published."""
+
+    def __init__(self) -> None:
+        self._subscribers: list[asyncio.Queue[Sequence[CacheEvent]]] = []
+
+    @property
+    def has_subscribers(self) -> bool:
+        return bool(self._subscribers)
+
+    def publish(self, batch: Sequence[CacheEvent]) -> None:
+        for subscriber in self._subscribers:
+            subscriber.put_nowait(batch)
+
+    async def subscribe(self) -> AsyncIterator[Sequence[CacheEvent]]:
+        """Every batch published after this subscription started, in order."""
+        queue: asyncio.Queue[Sequence[CacheEvent]] = asyncio.Queue()
+        self._subscribers.append(queue)
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            self._subscribers.remove(queue)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from forethought.engine.backend import (
     BlockRemoved,
     BlockStored,
     CacheEvent,
+    CacheEventFeed,
     ClassLoad,
     EngineStats,
     FinishReason,
@@ -42,7 +43,7 @@ class NullEngineBackend:
         self.block_size = block_size
         self._cached: OrderedDict[int, None] = OrderedDict()  # block hash, least recently used first
         self._running: dict[str, ServiceClass] = {}  # request id -> class, while its stream is open
-        self._subscribers: list[asyncio.Queue[Sequence[CacheEvent]]] = []
+        self._cache_events = CacheEventFeed()
         self._pending: list[CacheEvent] = []
 
     async def start(self) -> None:
@@ -74,15 +75,9 @@ class NullEngineBackend:
             block_size=self.block_size,
         )
 
-    async def cache_events(self) -> AsyncIterator[Sequence[CacheEvent]]:
+    def cache_events(self) -> AsyncIterator[Sequence[CacheEvent]]:
         """Every batch of cache events produced after this subscription started, in order."""
-        queue: asyncio.Queue[Sequence[CacheEvent]] = asyncio.Queue()
-        self._subscribers.append(queue)
-        try:
-            while True:
-                yield await queue.get()
-        finally:
-            self._subscribers.remove(queue)
+        return self._cache_events.subscribe()
 
     def _cache(self, prompt: Sequence[int]) -> int:
         """Stores the prompt's blocks (evicting the least recently used); returns the leading blocks it had."""
@@ -106,7 +101,7 @@ class NullEngineBackend:
 
     def _publish(self, events: list[CacheEvent]) -> None:
         """Queues events; everything produced in one loop iteration goes out as one batch."""
-        if not self._subscribers:
+        if not self._cache_events.has_subscribers:
             return
         if not self._pending:
             asyncio.get_running_loop().call_soon(self._flush)
@@ -114,5 +109,4 @@ class NullEngineBackend:
 
     def _flush(self) -> None:
         batch, self._pending = self._pending, []
-        for subscriber in self._subscribers:
-            subscriber.put_nowait(batch)
+        self._cache_events.publish(batch)

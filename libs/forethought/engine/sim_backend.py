@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Sequence
 from forethought.costmodel import CostModelExecutor, get_profile
 from forethought.engine.backend import (
     CacheEvent,
+    CacheEventFeed,
     EngineStats,
     FinishReason,
     GenerationChunk,
@@ -42,7 +43,7 @@ class SimEngineBackend:
         self.speedup = speedup
         self.core = EngineCore(config, CostModelExecutor(get_profile(profile)), token_source)
         self._streams: dict[str, asyncio.Queue[GenerationChunk]] = {}
-        self._subscribers: list[asyncio.Queue[Sequence[CacheEvent]]] = []
+        self._cache_events = CacheEventFeed()
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._origin = 0.0
@@ -105,15 +106,9 @@ class SimEngineBackend:
     def stats(self) -> EngineStats:
         return self.core.stats()
 
-    async def cache_events(self) -> AsyncIterator[Sequence[CacheEvent]]:
+    def cache_events(self) -> AsyncIterator[Sequence[CacheEvent]]:
         """Every batch of cache events produced after this subscription started, in order."""
-        queue: asyncio.Queue[Sequence[CacheEvent]] = asyncio.Queue()
-        self._subscribers.append(queue)
-        try:
-            while True:
-                yield await queue.get()
-        finally:
-            self._subscribers.remove(queue)
+        return self._cache_events.subscribe()
 
     # ---- the loop ------------------------------------------------------------------------------------
 
@@ -156,5 +151,4 @@ class SimEngineBackend:
                 GenerationChunk(request_id, tokens, finish_reason=outcome.finish_reason, usage=outcome.usage)
             )
         if output.cache_events:
-            for subscriber in self._subscribers:
-                subscriber.put_nowait(output.cache_events)
+            self._cache_events.publish(output.cache_events)
