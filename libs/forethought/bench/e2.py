@@ -16,7 +16,8 @@ ratio next to the ideal of an infinite cache (every block seen before is a hit).
 (500 ShareGPT turns) so the caches and queues reach a steady state, as Preble measures after the system is
 stable. E2's prefill and decode time functions are the simulated engines' cost profile. Run:
 ``forethought bench e2`` (``--quick`` for a smoke run, ``--requests``, ``--engines``, ``--routers``,
-``--workloads``, ``--rates``).
+``--workloads``, ``--rates``). ``--e2-rebalance-thresholds 1.15,1.5,2`` runs E2 once per Th_bal (the
+baselines once) and writes a sensitivity table in place of the summary.
 """
 
 from __future__ import annotations
@@ -184,6 +185,15 @@ def ideal_hit_ratio(workload: Workload) -> float:
     return hits / total if total else 0.0
 
 
+@dataclass(frozen=True)
+class RouterRun:
+    """One router configuration of a case: ``label`` names it in the tables, ``router`` in the registry."""
+
+    label: str
+    router: str
+    options: dict[str, object]
+
+
 def router_options(router: str) -> dict[str, object]:
     """E2's prefill and decode time functions are the simulated engines' own cost profile (Preble profiles
     its GPU and model offline the same way) and its H fits the run length; the baselines take their
@@ -193,14 +203,31 @@ def router_options(router: str) -> dict[str, object]:
     return {"phase_times": get_profile(PROFILE), "history_window_s": E2_HISTORY_WINDOW_S}
 
 
-def run_one(workload: Workload, scenario: Scenario, engines: int, router: str, ideal: float) -> RunResult:
+def router_runs(routers: Sequence[str], rebalance_thresholds: Sequence[float]) -> list[RouterRun]:
+    """Each router once with its bench options; with ``rebalance_thresholds``, E2 once per Th_bal
+    (labelled ``e2 Th_bal=X``)."""
+    runs: list[RouterRun] = []
+    for router in routers:
+        if router == "e2" and rebalance_thresholds:
+            runs.extend(RouterRun(threshold_label(t), router, {**router_options(router), "rebalance_threshold": t})
+                        for t in rebalance_thresholds)
+        else:
+            runs.append(RouterRun(router, router, router_options(router)))
+    return runs
+
+
+def threshold_label(threshold: float) -> str:
+    return f"e2 Th_bal={threshold:g}"
+
+
+def run_one(workload: Workload, scenario: Scenario, engines: int, run: RouterRun, ideal: float) -> RunResult:
     config = ClusterConfig(engines=engines, profile=PROFILE, engine=EngineConfig(num_blocks=KV_BLOCKS, block_size=BLOCK_SIZE),
-                           use_profile_capacity=False, router=router, router_options=router_options(router),
+                           use_profile_capacity=False, router=run.router, router_options=run.options,
                            queue_policy="fcfs")
     result = build_simulator(workload, config).run()
     metrics = result.metrics().overall
-    return RunResult(scenario.name, scenario.rate_per_engine, engines, router, metrics.count, metrics.jct_s.mean, metrics.jct_s.p99,
-                     metrics.ttft_s.mean, metrics.ttft_s.p99, metrics.prefix_hit_ratio, ideal)
+    return RunResult(scenario.name, scenario.rate_per_engine, engines, run.label, metrics.count, metrics.jct_s.mean,
+                     metrics.jct_s.p99, metrics.ttft_s.mean, metrics.ttft_s.p99, metrics.prefix_hit_ratio, ideal)
 
 
 def results_table(results: Sequence[RunResult], scenario: Scenario, engines: int) -> ResultTable:
@@ -241,6 +268,26 @@ def summary_table(results: Sequence[RunResult]) -> ResultTable:
     return table
 
 
+def sensitivity_table(results: Sequence[RunResult], thresholds: Sequence[float]) -> ResultTable:
+    """One row per case and Th_bal: E2 against round-robin and against the best other router (by mean)."""
+    table = ResultTable(["workload", "rate/engine", "engines", "Th_bal", "E2 mean s", "E2 p99 s", "mean vs RR",
+                         "p99 vs RR", "best other (mean)", "E2 mean / p99 vs it", "2x mean / 3x p99 met",
+                         "hit ratio"], title="Th_bal sensitivity")
+    labels = {threshold_label(t): t for t in thresholds}
+    for case in sorted({(r.workload, r.rate_per_engine, r.engines) for r in results}):
+        rows = [r for r in results if (r.workload, r.rate_per_engine, r.engines) == case]
+        rr = next(r for r in rows if r.router == "round_robin")
+        others = [r for r in rows if r.router not in labels and r.router != "round_robin"] or [rr]
+        best = min(others, key=lambda r: r.mean_latency_s)
+        for e2 in (r for r in rows if r.router in labels):
+            mean, p99 = rr.mean_latency_s / e2.mean_latency_s, rr.p99_latency_s / e2.p99_latency_s
+            table.add(*case, f"{labels[e2.router]:g}", e2.mean_latency_s, e2.p99_latency_s, f"{mean:.2f}x",
+                      f"{p99:.2f}x", best.router,
+                      f"{best.mean_latency_s / e2.mean_latency_s:.2f}x / {best.p99_latency_s / e2.p99_latency_s:.2f}x",
+                      f"{'yes' if mean >= 2 else 'no'} / {'yes' if p99 >= 3 else 'no'}", round(e2.hit_ratio, 3))
+    return table
+
+
 def plot(results: Sequence[RunResult], routers: Sequence[str], out: Path) -> None:
     """Mean latency against the request rate, one panel per workload and cluster size, a line per router."""
     for workload, engines in sorted({(r.workload, r.engines) for r in results}):
@@ -264,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="requests/s per engine for every workload, comma-separated (default: per workload)")
     parser.add_argument("--mooncake", type=Path, default=None, help="a Mooncake JSONL trace (default: synthetic)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--e2-rebalance-thresholds", default=None,
+                        help="Th_bal values, comma-separated: E2 runs once per value, the other routers once")
     parser.add_argument("--quick", action="store_true", help="200 requests, 4 engines: a smoke run")
     add_output_argument(parser, "e2")
     args = parser.parse_args(argv)
@@ -272,14 +321,17 @@ def main(argv: list[str] | None = None) -> int:
     routers = [n.strip() for n in args.routers.split(",") if n.strip()]
     if "round_robin" not in routers:
         routers.append("round_robin")  # the baseline every ratio divides by
+    thresholds = [float(t) for t in args.e2_rebalance_thresholds.split(",")] if args.e2_rebalance_thresholds else []
+    runs = router_runs(routers, thresholds)
     scenarios = selected_scenarios(args.workloads.split(","), args.rates)
     cases = [(s, e) for s in scenarios for e in sizes]
     results: list[RunResult] = []
     for scenario, engines in progress(cases, "workloads"):
         workload = build_workload(scenario, engines, count, args.mooncake, args.seed)
         ideal = ideal_hit_ratio(workload)
-        results.extend(run_one(workload, scenario, engines, router, ideal) for router in routers)
-    tables = [summary_table(results)] + [results_table(results, s, e) for s, e in cases]
+        results.extend(run_one(workload, scenario, engines, run, ideal) for run in runs)
+    first = sensitivity_table(results, thresholds) if thresholds else summary_table(results)
+    tables = [first] + [results_table(results, s, e) for s, e in cases]
     args.out.mkdir(parents=True, exist_ok=True)
     command = " ".join(["forethought bench e2", *(argv if argv is not None else sys.argv[1:])])
     preamble = (f"E2 vs baselines in the cluster simulator ({PROFILE} cost profile, also E2's time functions; "
@@ -288,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"Command: `{command.strip()}`. Ratios: round-robin's latency / the router's; the aim is 2x mean "
                 "and 3x p99 over round-robin and E2 ahead of every other router.")
     write_table(args.out / "table.md", tables, preamble)
-    plot(results, routers, args.out)
+    plot(results, [run.label for run in runs], args.out)
     return 0
 
 
