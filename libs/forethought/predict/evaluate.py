@@ -1,12 +1,13 @@
 """Accuracy and speed of a trained predictor (SSJF section 4.3 accuracy; section 4.2 predictor overhead).
 
-    python -m forethought.predict.evaluate [--model DIR] [--prompts 64] [--cache-check]
+    python -m forethought.predict.evaluate [--model DIR] [--prompts 64] [--cache-check] [--formulations]
 
 Prints the held-out accuracy table recorded at training time (5-class accuracy and macro F1 with buckets
 at the training quintiles, MAE, Kendall tau, calibration of p10/p90) and measures on this machine the
 latency of one prompt (p50/p99) and the throughput of batches of 32 on real held-out ShareGPT prompts.
 ``--cache-check`` fills the length cache (section 6) with the training split and reports how often
-held-out prompts hit it as near-duplicates and how close the cached lengths are.
+held-out prompts hit it as near-duplicates and how close the cached lengths are. ``--formulations`` is
+the ablation of section 4.3 (Table 2): a phase-2 head per formulation on the artifact's frozen backbone.
 """
 
 from __future__ import annotations
@@ -15,15 +16,30 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import torch
 
+from forethought.predict.embedding_cache import EmbeddingCache
 from forethought.predict.forecaster import Forecaster
 from forethought.predict.length_cache import LengthCache
-from forethought.predict.metrics import AccuracyReport, format_table
+from forethought.predict.metrics import AccuracyReport, format_table, mean_report
+from forethought.predict.proxy import Formulation, ProxyLengthModel, training_targets
 from forethought.predict.sharegpt import LengthSample, load_samples
-from forethought.predict.train import DEFAULT_ARTIFACT_DIR, count_served_tokens
+from forethought.predict.train import (
+    DEFAULT_ARTIFACT_DIR,
+    EMBEDDINGS_DIR,
+    TrainConfig,
+    calibrated,
+    count_served_tokens,
+    evaluate_on,
+    fit_phase2,
+    lengths_of,
+    sample_splits,
+)
 
 
 def recorded_table(model_dir: Path) -> str:
@@ -33,7 +49,7 @@ def recorded_table(model_dir: Path) -> str:
 
 
 def latency_table(forecaster: Forecaster, prompts: list[str], batch: int = 32) -> str:
-    """Single-prompt latency percentiles and batched throughput, measured now."""
+    """Single-prompt latency percentiles and throughput, one prompt at a time and batched, measured now."""
     forecaster.forecast(prompts[:2])  # warm-up: first calls allocate
     singles = []
     for prompt in prompts:
@@ -47,9 +63,9 @@ def latency_table(forecaster: Forecaster, prompts: list[str], batch: int = 32) -
     p50, p99 = np.percentile(np.asarray(singles) * 1000, [50, 99])
     tokens = [len(ids) for ids in forecaster.tokenizer(prompts, truncation=True, max_length=forecaster.config.max_tokens)["input_ids"]]
     return "\n".join([
-        "| prompts | median MiniLM tokens | latency p50 (ms) | latency p99 (ms) | batched throughput (prompts/s, batch 32) |",
-        "|---|---|---|---|---|",
-        f"| {len(prompts)} | {int(np.median(tokens))} | {p50:.1f} | {p99:.1f} | {throughput:.1f} |",
+        f"| prompts | median MiniLM tokens | latency p50 (ms) | latency p99 (ms) | throughput one at a time (prompts/s) | batched throughput (prompts/s, batch {batch}) |",
+        "|---|---|---|---|---|---|",
+        f"| {len(prompts)} | {int(np.median(tokens))} | {p50:.1f} | {p99:.1f} | {len(prompts) / sum(singles):.1f} | {throughput:.1f} |",
     ])
 
 
@@ -71,16 +87,60 @@ def cache_check_table(train: list[LengthSample], held_out: list[LengthSample], f
     ])
 
 
+def formulation_ablation(
+    model_dir: Path, seeds: Sequence[int] = (0,), dataset: Path | None = None,
+    embedding_cache: Path | None = EMBEDDINGS_DIR, progress: bool = False,
+) -> dict[str, AccuracyReport]:
+    """Test scores of a fresh phase-2 head per formulation (and seed) on the artifact's frozen backbone.
+
+    The splits, phase-2 settings and CLS states are the artifact's own (its training config, the embedding
+    cache), so the rows differ only in the head's formulation and initialization; each head is
+    early-stopped and calibrated on the validation split. The artifact itself and the baselines come first.
+    """
+    base = Forecaster.load(model_dir)
+    config = TrainConfig(**base.config.training)
+    splits = sample_splits(config, dataset)
+    cache = EmbeddingCache.for_backbone(embedding_cache, base.model.backbone, config.max_tokens)
+    states = {split: cache.embed([s.prompt for s in samples], base.embed, progress, f"embedding {split}") for split, samples in splits.items()}
+    scored = lambda forecaster: evaluate_on(forecaster, splits["test"], states["test"], splits["train"], splits["val"])
+    installed = scored(base)
+    rows = {name.replace("proxy model", "installed artifact"): report for name, report in installed.items()}
+    for formulation in Formulation:
+        per_seed = [fresh_head_report(base, formulation, config, seed, splits, states, scored) for seed in seeds]
+        if len(seeds) == 1:
+            rows[formulation.value] = per_seed[0]
+            continue
+        rows.update({f"{formulation.value}, seed {seed}": report for seed, report in zip(seeds, per_seed)})
+        rows[f"{formulation.value}, mean of {len(seeds)} seeds"] = mean_report(per_seed)
+    return rows
+
+
+def fresh_head_report(
+    base: Forecaster, formulation: Formulation, config: TrainConfig, seed: int,
+    splits: dict[str, list[LengthSample]], states: dict[str, np.ndarray],
+    scored: Callable[[Forecaster], dict[str, AccuracyReport]],
+) -> AccuracyReport:
+    """One formulation's head, started as training starts it (output at the median target), fitted in phase 2."""
+    torch.manual_seed(seed)
+    model = ProxyLengthModel(base.model.backbone, formulation, config.head_hidden)
+    targets = training_targets(formulation, lengths_of(splits["train"]), base.buckets)
+    model.start_at(targets)
+    validation = (states["val"], training_targets(formulation, lengths_of(splits["val"]), base.buckets))
+    head_state = fit_phase2(model.head, formulation, replace(config, seed=seed), states["train"], targets, validation)
+    forecaster = calibrated(base.with_head(head_state, base.spread, formulation=formulation), head_state, states["val"], splits["val"])
+    return next(iter(scored(forecaster).values()))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", type=Path, default=DEFAULT_ARTIFACT_DIR)
     parser.add_argument("--prompts", type=int, default=64, help="held-out prompts timed")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--cache-check", action="store_true", help="near-duplicate length-cache hits on ShareGPT")
+    parser.add_argument("--formulations", action="store_true", help="phase-2 head per formulation (Table 2)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="head seeds for --formulations")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import torch
-
     if args.threads:
         torch.set_num_threads(args.threads)
     forecaster = Forecaster.load(args.model)
@@ -91,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     print(latency_table(forecaster, prompts))
     if args.cache_check:
         print("\n" + cache_check_table(by_split["train"], by_split["val"] + by_split["test"], forecaster))
+    if args.formulations:
+        print("\n" + format_table(formulation_ablation(args.model, args.seeds, progress=True)))
     return 0
 
 

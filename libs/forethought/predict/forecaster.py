@@ -116,10 +116,12 @@ class Forecaster:
         ]
 
     def with_head(self, head_state: dict[str, torch.Tensor], spread: ResidualSpread, **config_changes: Any) -> Forecaster:
-        """A new forecaster sharing this backbone, with other head weights (used by refit)."""
-        model = ProxyLengthModel(self.model.backbone, self.config.formulation, self.config.head_hidden)
+        """A new forecaster sharing this backbone, with other head weights (used by refit); ``config_changes``
+        may name another formulation, whose head shape ``head_state`` then has."""
+        config = replace(self.config, **config_changes)
+        model = ProxyLengthModel(self.model.backbone, config.formulation, config.head_hidden)
         model.head.load_state_dict(head_state)
-        return Forecaster(model, self.tokenizer, replace(self.config, **config_changes), spread)
+        return Forecaster(model, self.tokenizer, config, spread)
 
     def save(self, directory: Path) -> Path:
         """Write the artifact to ``directory`` atomically (staged beside it, then renamed)."""

@@ -57,6 +57,12 @@ def accuracy_report(
     )
 
 
+def mean_report(reports: list[AccuracyReport]) -> AccuracyReport:
+    """Field-wise mean of reports on the same samples (e.g. heads trained with different seeds)."""
+    fields = {name: float(np.mean([getattr(report, name) for report in reports])) for name in AccuracyReport.__dataclass_fields__}
+    return AccuracyReport(**{**fields, "samples": reports[0].samples})
+
+
 def fit_log_linear(features: np.ndarray, lengths: np.ndarray) -> tuple[float, float]:
     """Least squares of log1p(length) on log1p(feature): the prompt-length baseline."""
     design = np.stack([np.ones_like(features, dtype=float), np.log1p(features)], axis=1)

@@ -175,11 +175,8 @@ def train(
 
     def fit(rows: np.ndarray) -> dict[str, torch.Tensor]:
         """Phase 2 on the given training rows, starting from the phase-1 head."""
-        return fit_head(
-            copy.deepcopy(forecaster.model.head), formulation, embeddings["train"][rows], targets[rows],
-            epochs=config.phase2_epochs, learning_rate=config.phase2_learning_rate, seed=config.seed,
-            progress=progress, validation=(embeddings["val"], val_targets), patience=config.phase2_patience,
-        )
+        head = copy.deepcopy(forecaster.model.head)
+        return fit_phase2(head, formulation, config, embeddings["train"][rows], targets[rows], (embeddings["val"], val_targets), progress)
 
     head_state = fit(np.arange(len(train_samples)))
     forecaster = calibrated(forecaster, head_state, embeddings["val"], splits["val"])
@@ -198,6 +195,17 @@ def train(
     forecaster.save(out_dir)
     write_heldout(out_dir / HELDOUT_FILE, splits["test"], forecaster.forecast_embeddings(embeddings["test"]))
     return TrainResult(forecaster, format_table(rows), seconds)
+
+
+def fit_phase2(
+    head: torch.nn.Module, formulation: Formulation, config: TrainConfig, states: np.ndarray, targets: torch.Tensor,
+    validation: tuple[np.ndarray, torch.Tensor], progress: bool = False,
+) -> dict[str, torch.Tensor]:
+    """Phase 2 as configured: ``head`` trained on frozen CLS states, early-stopped on the validation split."""
+    return fit_head(
+        head, formulation, states, targets, epochs=config.phase2_epochs, learning_rate=config.phase2_learning_rate,
+        seed=config.seed, progress=progress, validation=validation, patience=config.phase2_patience,
+    )
 
 
 def calibrated(
