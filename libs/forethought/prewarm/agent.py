@@ -107,6 +107,8 @@ class PrewarmAgent:
     def use_prefix(self, model: str, prompt_token_ids: Sequence[int]) -> bool:
         """A request with this prompt arrived: a hit when it extends a prewarmed, unexpired prefix."""
         waiting = set(self.ledger.waiting_keys(PrewarmKind.KV_PREFIX))
+        if not waiting:
+            return False  # the common case: hashing the whole prompt would cost every request for nothing
         for block in reversed(chained_block_hashes(prompt_token_ids, _INDEX_BLOCK)):
             key = f"{model}:{block:016x}"
             if key in waiting:
