@@ -143,11 +143,12 @@ def test_a_full_queue_refuses_with_a_retry_hint_and_a_queued_request_can_be_canc
         stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
         adopted(stub, 1)
         running = stub.Generate(token_request("running", list(range(64)), 4), timeout=60)
+        wait_until(lambda: _running(stub, "w0"), "the first request runs on w0")  # calls on one channel may reorder
         waiting = stub.Generate(token_request("waiting", list(range(64, 128)), 4), timeout=60)
         outcome: dict[str, list[scheduler_pb2.GenerateResponse]] = {}
         reader = threading.Thread(target=lambda: outcome.setdefault("waiting", list(waiting)))
         reader.start()
-        time.sleep(1.0)  # both calls reach the scheduler: one on the worker, one in the queue
+        time.sleep(1.0)  # the second call reaches the scheduler's queue: w0 has no waiting slot left
         with pytest.raises(grpc.RpcError) as refused:
             next(stub.Generate(token_request("refused", list(range(128, 192)), 4), timeout=10))
         assert stub.Cancel(scheduler_pb2.CancelRequest(request_id="waiting"), timeout=5).cancelled
