@@ -1,6 +1,7 @@
 """Preble's E2 global scheduler (section 4.2, Algorithms 1 and 2).
 
-Per request:
+Per request (the prompt matched against the prefix index and, as Preble's global tree records a GPU when
+it assigns a request, against the prompts placed on each worker and not yet finished):
 1. Exploit when the longest cached prefix is longer than the missed part: among the workers holding
    that longest prefix (plus replicas of a hot prefix), the lowest load cost wins.
 2. Post-assignment rebalancing: if that worker is the heaviest and its load exceeds ``Th_bal`` times
@@ -32,9 +33,9 @@ needs an absolute floor to mean "imbalanced" (the SGLang router's balance test h
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from forethought.routing.ledger import Assignment, LedgerRouter
 from forethought.routing.phase_time import PhaseTimeModel, PrebleLinearPhaseTimes
@@ -90,6 +91,10 @@ class E2Router(LedgerRouter):
         self._exploited: dict[str, int] = {}  # request id -> the prefix it exploited
         self._ttfts: dict[tuple[int, str], deque[tuple[float, float]]] = {}
         self._replicas: dict[int, dict[str, float]] = {}  # prefix -> replica worker -> since
+        # Per worker, the prompt blocks of the requests placed there and not finished: cached there by
+        # the time a request placed now runs, though no cache event has reported them yet.
+        self._placed_blocks: dict[str, Counter[int]] = {}
+        self._placed_prompts: dict[str, tuple[int, ...]] = {}  # request id -> its prompt blocks
 
     # ----- membership -------------------------------------------------------------------------
 
@@ -99,13 +104,15 @@ class E2Router(LedgerRouter):
         self._window_prefill.setdefault(worker_id, 0.0)
         self._per_token_s.setdefault(worker_id, WindowedMean())
         self._blocks.setdefault(worker_id, OrderedDict())
+        self._placed_blocks.setdefault(worker_id, Counter())
 
     def remove_worker(self, worker_id: str, now: float) -> None:
         for request_id in self.outstanding.get(worker_id, {}):
             self._first_token_s.pop(request_id, None)
+            self._placed_prompts.pop(request_id, None)
         super().remove_worker(worker_id, now)
         per_worker_maps = (
-            self._history, self._window_prefill, self._per_token_s, self._blocks
+            self._history, self._window_prefill, self._per_token_s, self._blocks, self._placed_blocks
         )
         for per_worker in per_worker_maps:
             per_worker.pop(worker_id, None)
@@ -113,6 +120,26 @@ class E2Router(LedgerRouter):
             replicas.pop(worker_id, None)
 
     # ----- Algorithm 1 ------------------------------------------------------------------------
+
+    def choose(self, request: RoutingRequest, now: float) -> str:
+        """Places ``request`` matching its prompt against the prefix index and against the prompts of the
+        requests already placed and still running: Preble's global tree records a GPU for a node when it
+        assigns a request there (section 4.2, "global scheduler scalability"), not when the GPU reports
+        the KV cached, so a prefix whose first request is still queued or prefilling is exploited where it
+        is about to be cached instead of being explored, and recomputed, elsewhere."""
+        return super().choose(self._with_placed_prefixes(request), now)
+
+    def _with_placed_prefixes(self, request: RoutingRequest) -> RoutingRequest:
+        cached = dict(request.cached_blocks)
+        for worker_id, placed in self._placed_blocks.items():
+            depth = 0
+            for block in request.block_hashes:
+                if block not in placed:
+                    break
+                depth += 1
+            if depth > cached.get(worker_id, 0):
+                cached[worker_id] = depth
+        return replace(request, cached_blocks=cached)
 
     def _pick(self, request: RoutingRequest, now: float) -> str:
         self._expire(now)
@@ -243,6 +270,8 @@ class E2Router(LedgerRouter):
         self._history[worker_id].append((now, prefill_s))
         self._window_prefill[worker_id] += prefill_s
         self._track_blocks(request, assignment, now)
+        self._placed_prompts[request.request_id] = request.block_hashes
+        self._placed_blocks[worker_id].update(request.block_hashes)
 
     def _track_blocks(self, request: RoutingRequest, assignment: Assignment, now: float) -> None:
         if assignment.cached_tokens > 0:
@@ -261,12 +290,23 @@ class E2Router(LedgerRouter):
 
     def _finished(self, assignment: Assignment, now: float, output_tokens: int | None) -> None:
         self._exploited.pop(assignment.request_id, None)
+        self._release_placed(assignment)
         first_token_s = self._first_token_s.pop(assignment.request_id, None)
         if output_tokens is None:
             return
         self._output_lengths.add(now, output_tokens)
         if first_token_s is not None and output_tokens > 1 and assignment.worker_id in self._per_token_s:
             self._per_token_s[assignment.worker_id].add(now, (now - first_token_s) / (output_tokens - 1))
+
+    def _release_placed(self, assignment: Assignment) -> None:
+        placed = self._placed_blocks.get(assignment.worker_id)
+        prompt = self._placed_prompts.pop(assignment.request_id, ())
+        if placed is None:
+            return
+        for block in prompt:
+            placed[block] -= 1
+            if placed[block] <= 0:
+                del placed[block]
 
     def observe_ttft(self, request_id: str, ttft_s: float, now: float) -> None:
         """Feeds the per-token decode time and hot-prefix detection (a prefix whose mean TTFT doubled

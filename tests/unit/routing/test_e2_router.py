@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 import pytest
@@ -29,8 +30,12 @@ class MillisecondPerToken:
         return self.decode_s
 
 
-def make_request(rid: str, blocks: int, prefix: int = 0, cached: dict[str, int] | None = None) -> RoutingRequest:
-    hashes = tuple(prefix * 1000 + i for i in range(blocks))
+def make_request(
+    rid: str, blocks: int, prefix: int | None = None, cached: dict[str, int] | None = None
+) -> RoutingRequest:
+    """Requests given the same ``prefix`` share their leading blocks; without one, a prompt of its own."""
+    base = prefix if prefix is not None else 1_000_000 + zlib.crc32(rid.encode())
+    hashes = tuple(base * 1000 + i for i in range(blocks))
     return RoutingRequest(rid, blocks * BLOCK, hashes, BLOCK, cached_blocks=cached or {})
 
 
@@ -74,6 +79,22 @@ def test_exploit_breaks_ties_between_holders_by_load_cost() -> None:
     chosen = router.choose(make_request("r1", 4, cached={"w0": 3, "w1": 3}), now=1.0)
     assert chosen == "w1"
     assert router.last_decision.costs == {"w0": pytest.approx(0.176), "w1": pytest.approx(0.016)}  # type: ignore[union-attr]
+
+
+def test_a_prefix_placed_but_not_yet_reported_cached_is_exploited_where_it_was_placed() -> None:
+    # Preble's global tree records the GPU when it assigns a request, not when the KV is reported cached:
+    # a second request of a prompt still queued on w0 joins it instead of recomputing it elsewhere.
+    router = make_e2(2, decode_s=0.001)
+    router.choose(make_request("busy", 40), now=0.0)  # w0: a long prefill, so w1 looks lighter
+    assert router.choose(make_request("first", 20, prefix=4), now=0.0) == "w1"
+    chosen = router.choose(make_request("second", 21, prefix=4), now=0.1)  # no cache event yet
+    assert (chosen, router.last_decision.phase) == ("w1", "exploit")  # type: ignore[union-attr]
+    assert router.assignment("second").missed_tokens == BLOCK  # type: ignore[union-attr]
+    router.on_finished("first", now=1.0)
+    router.on_finished("second", now=1.0)
+    # Once both left, only the prefix index can say the prompt is still cached.
+    assert router.choose(make_request("third", 21, prefix=4), now=1.1) == "w1"
+    assert router.last_decision.phase == "explore"  # type: ignore[union-attr]
 
 
 def test_explore_picks_the_least_load_cost_when_the_missed_part_dominates() -> None:
@@ -189,6 +210,12 @@ def test_a_worker_holding_unfinished_work_looks_heavier_than_one_that_finished_i
     assert router.choose(make_request("new", 8, prefix=10), now=1.5) == "w1"
 
 
+def hot_prefix_request(rid: str, cached: dict[str, int]) -> RoutingRequest:
+    """50 blocks of prefix 9 shared, then a block of the request's own."""
+    shared = make_request(rid, 50, prefix=9).block_hashes
+    return RoutingRequest(rid, 51 * BLOCK, shared + make_request(rid, 1).block_hashes, BLOCK, cached_blocks=cached)
+
+
 def test_a_hot_prefix_whose_ttft_doubles_on_an_overloaded_worker_is_replicated() -> None:
     router = make_e2(2, decode_s=0.001, history_window_s=100.0, rebalance_min_gap_s=0.1)
     router.choose(make_request("on-w0", 18), now=0.0)  # w0: 0.288 s prefill + 0.045 s decode
@@ -197,11 +224,11 @@ def test_a_hot_prefix_whose_ttft_doubles_on_an_overloaded_worker_is_replicated()
     for step, ttft in enumerate([0.1, 0.1, 0.1, 0.3, 0.3]):
         now = 10.0 + step * 20.0
         rid = f"h{step}"
-        assert router.choose(make_request(rid, 51, prefix=9, cached=hot), now=now) == "w0"
+        assert router.choose(hot_prefix_request(rid, hot), now=now) == "w0"
         assert router.last_decision.phase == "exploit"  # type: ignore[union-attr]
         router.observe_ttft(rid, ttft, now=now + 1.0)
     assert router.replicas(9049) == frozenset({"w1"})
-    router.choose(make_request("next", 51, prefix=9, cached=hot), now=95.0)
+    router.choose(hot_prefix_request("next", hot), now=95.0)
     assert set(router.last_decision.costs) == {"w0", "w1"}  # type: ignore[union-attr]
 
 
