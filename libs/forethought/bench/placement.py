@@ -167,10 +167,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("docs/results/placement"))
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.routers.split(",") if n.strip()]
+    try:
+        batches = [int(b) for b in args.batches.split(",") if b.strip()]
+    except ValueError:
+        batches = []
+    if not batches or min(batches) < 1:
+        parser.error(f"--batches: must be positive integers, comma-separated; got {args.batches!r}")
     load_average = os.getloadavg()[0]  # other work on the machine skews every figure: say how much there was
     redis = start_redis()
     try:
-        batches = [int(b) for b in args.batches.split(",") if b.strip()]
         results = [asyncio.run(measure(name, redis.port, args.decisions, args.seed, batch))
                    for batch in batches for name in names]
         service_table = "" if args.skip_service else _service_part(redis.port, redis.process.pid, args)
