@@ -22,15 +22,16 @@ def _up(args: argparse.Namespace) -> int:
         print("forethought up: --workers must be >= 1", file=sys.stderr)
         return 2
     from forethought.cache import PREDICTOR_DIR
+    from forethought.predict.forecaster import artifact_problem
 
     predictor = Path(args.predictor_model or PREDICTOR_DIR).expanduser()
-    if not (predictor / "config.json").is_file():
-        print(f"no trained predictor in {predictor}: requests are ordered FCFS "
-              "(`forethought train-predictor` trains one)", flush=True)
+    problem = artifact_problem(predictor)
+    if problem is not None:
+        print(f"{problem}: requests are ordered FCFS (`forethought train-predictor` trains one)", flush=True)
     return run_up(UpOptions(
         workers=args.workers, engine=args.engine, model=args.model, base_port=args.base_port,
         router=args.router, policy=args.policy, sim_speedup=args.sim_speedup, log_format=args.log_format,
-        predictor_model=predictor if (predictor / "config.json").is_file() else None,
+        predictor_model=predictor if problem is None else None,
     ))
 
 

@@ -13,7 +13,15 @@ from pathlib import Path
 import grpc
 
 from forethought.config import ConfigError, ServiceSettings, option
-from forethought.predict import BatchingPredictor, InvalidPrompt, LengthForecast, Predictor
+from forethought.predict import (
+    NO_HISTORY,
+    BatchingPredictor,
+    ConversationHistory,
+    InvalidPrompt,
+    LengthForecast,
+    Predictor,
+)
+from forethought.predict.forecaster import artifact_problem
 from forethought.predict.train import DEFAULT_ARTIFACT_DIR, SERVED_MODEL
 from forethought.rpc.errors import FailedPrecondition, InvalidArgument, NotFound, require
 from forethought.rpc.server import PlainService
@@ -32,8 +40,9 @@ class Settings(ServiceSettings):
 
     def validate(self) -> None:
         super().validate()
-        if not (Path(self.model_dir).expanduser() / "config.json").is_file():
-            raise ConfigError("model_dir", "must hold a trained predictor (run `forethought train-predictor`)", self.model_dir)
+        problem = artifact_problem(Path(self.model_dir).expanduser())
+        if problem is not None:
+            raise ConfigError("model_dir", f"must hold a trained predictor ({problem}; run `forethought train-predictor`)", self.model_dir)
         if self.max_batch < 1:
             raise ConfigError("max_batch", "must be >= 1", self.max_batch)
         if self.max_wait_ms < 0:
@@ -49,6 +58,10 @@ def distribution_to_proto(forecast: LengthForecast) -> predictor_pb2.LengthDistr
     )
 
 
+def history_from_proto(history: predictor_pb2.ConversationHistory) -> ConversationHistory:
+    return ConversationHistory(tuple(history.earlier_answer_chars))
+
+
 class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
     def __init__(self, predictor: Predictor, batching: BatchingPredictor) -> None:
         self._predictor = predictor
@@ -59,8 +72,10 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
         require(1 <= len(request.prompts) <= MAX_PROMPTS, "prompts", f"must hold 1..{MAX_PROMPTS} prompts")
         if request.model and request.model != SERVED_MODEL:
             raise NotFound(f"model: forecasts count {SERVED_MODEL} tokens; {request.model!r} has no predictor")
+        require(len(request.histories) in (0, len(request.prompts)), "histories", "must be empty or hold one history per prompt")
+        histories = [history_from_proto(history) for history in request.histories] or [NO_HISTORY] * len(request.prompts)
         try:
-            forecasts = await self._batching.predict_many(list(request.prompts))
+            forecasts = await self._batching.predict_many(list(request.prompts), histories)
         except InvalidPrompt as error:
             raise InvalidArgument(error.field, error.rule) from error
         return predictor_pb2.PredictResponse(
@@ -70,7 +85,8 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
     async def Observe(self, request: predictor_pb2.ObserveRequest, context: grpc.aio.ServicerContext) -> predictor_pb2.ObserveResponse:
         require(request.output_tokens >= 0, "output_tokens", "must be >= 0")
         try:
-            await asyncio.to_thread(self._predictor.observe, request.prompt, request.output_tokens)
+            await asyncio.to_thread(
+                self._predictor.observe, request.prompt, request.output_tokens, history_from_proto(request.history))
         except InvalidPrompt as error:
             raise InvalidArgument(error.field, error.rule) from error
         return predictor_pb2.ObserveResponse(stored=len(self._predictor.store))
@@ -81,7 +97,8 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
         async with self._reloading:  # one swap at a time; predictions go on meanwhile
             if source == "model_dir":
                 folder = Path(request.model_dir).expanduser()
-                require((folder / "config.json").is_file(), "model_dir", "must be a trained predictor folder")
+                problem = artifact_problem(folder)
+                require(problem is None, "model_dir", f"must be a trained predictor folder of this version ({problem})")
                 version = await asyncio.to_thread(self._predictor.reload, folder)
             else:
                 require(request.refit_head, "refit_head", "must be true when set")

@@ -32,6 +32,17 @@ class Forecast:
 NO_FORECAST = Forecast()
 
 
+@dataclass(frozen=True)
+class ForecastPrompt:
+    """What the predictor reads of a request: its text and the lengths of its conversation's earlier answers."""
+
+    text: str
+    earlier_answer_chars: tuple[int, ...] = ()
+
+    def history(self) -> predictor_pb2.ConversationHistory:
+        return predictor_pb2.ConversationHistory(earlier_answer_chars=self.earlier_answer_chars)
+
+
 class ForecastClient:
     """Calls ``PredictorService.Predict`` with a timeout; degrades to no forecast on any failure."""
 
@@ -47,9 +58,9 @@ class ForecastClient:
         if self._stub is None:
             log.warning("no predictor configured (--predictor-address): degraded, requests are ordered FCFS")
 
-    async def forecast(self, prompt: str, model: str) -> Forecast:
+    async def forecast(self, prompt: ForecastPrompt, model: str) -> Forecast:
         """The forecast for ``prompt``; ``NO_FORECAST`` when there is no text or no working predictor."""
-        if self._stub is None or not prompt:
+        if self._stub is None or not prompt.text:
             return NO_FORECAST
         if self.health.degraded:
             if time.monotonic() < self._next_probe_s:
@@ -57,7 +68,8 @@ class ForecastClient:
             self._next_probe_s = time.monotonic() + self._probe_interval_s
         try:
             reply = await self._stub.Predict(
-                predictor_pb2.PredictRequest(prompts=[prompt], model=model), timeout=self._timeout_s)
+                predictor_pb2.PredictRequest(prompts=[prompt.text], histories=[prompt.history()], model=model),
+                timeout=self._timeout_s)
         except grpc.aio.AioRpcError as error:
             self._record(False, f"{error.code().name}: {error.details()}")
             return NO_FORECAST
@@ -65,18 +77,19 @@ class ForecastClient:
         forecast = reply.forecasts[0]
         return Forecast(forecast.mean, tuple(q.tokens for q in forecast.quantiles))
 
-    def observe(self, prompt: str, output_tokens: int) -> None:
+    def observe(self, prompt: ForecastPrompt, output_tokens: int) -> None:
         """Reports a finished request's real length in the background (the predictor learns from it)."""
-        if self._stub is None or not prompt or self.health.degraded:
+        if self._stub is None or not prompt.text or self.health.degraded:
             return
         task = asyncio.create_task(self._observe(prompt, output_tokens))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _observe(self, prompt: str, output_tokens: int) -> None:
+    async def _observe(self, prompt: ForecastPrompt, output_tokens: int) -> None:
         try:
             await self._stub.Observe(  # type: ignore[union-attr]
-                predictor_pb2.ObserveRequest(prompt=prompt, output_tokens=output_tokens), timeout=self._timeout_s * 4)
+                predictor_pb2.ObserveRequest(prompt=prompt.text, output_tokens=output_tokens, history=prompt.history()),
+                timeout=self._timeout_s * 4)
         except grpc.aio.AioRpcError as error:
             log.debug("predictor Observe failed: %s", error.details())
 

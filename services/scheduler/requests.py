@@ -7,6 +7,7 @@ import grpc
 from forethought.rpc import convert
 from forethought.rpc.errors import NotFound, Unavailable, require
 from forethought.scheduling import ScheduledRequest
+from forethought.services.scheduler.forecasts import ForecastPrompt
 from forethought.v1 import common_pb2, scheduler_pb2, tokenizer_pb2, tokenizer_pb2_grpc, worker_pb2
 
 MAX_PROMPT_TOKENS = 1 << 20
@@ -33,14 +34,18 @@ def validate(request: scheduler_pb2.GenerateRequest) -> None:
     require(bool(request.application_id) or not request.step, "step", "needs application_id")
 
 
-def prompt_text(request: scheduler_pb2.GenerateRequest) -> str:
-    """The prompt as text for the predictor (its proxy reads text); empty for token-id prompts."""
+def forecast_prompt(request: scheduler_pb2.GenerateRequest) -> ForecastPrompt:
+    """The prompt as the predictor reads it: text (empty for token-id prompts) and, for a chat, the
+    lengths of the assistant answers before its last user message."""
     which = request.WhichOneof("prompt")
     if which == "text":
-        return request.text
+        return ForecastPrompt(request.text)
     if which == "chat":
-        return "\n".join(message.content for message in request.chat.messages)
-    return ""
+        messages = list(request.chat.messages)
+        last_user = max((index for index, message in enumerate(messages) if message.role == "user"), default=len(messages))
+        answers = tuple(len(message.content) for message in messages[:last_user] if message.role == "assistant")
+        return ForecastPrompt("\n".join(message.content for message in messages), answers)
+    return ForecastPrompt("")
 
 
 def worker_request(scheduled: ScheduledRequest, request: scheduler_pb2.GenerateRequest,

@@ -21,13 +21,13 @@ from forethought.queueing import QueuedRequest, engine_priority
 from forethought.rpc import convert
 from forethought.rpc.errors import AlreadyExists, NotFound, Unavailable, require
 from forethought.scheduling import WORKER_LOSS_CODES, RequestStatus, ScheduledRequest
-from forethought.services.scheduler.forecasts import Forecast, ForecastClient
+from forethought.services.scheduler.forecasts import Forecast, ForecastClient, ForecastPrompt
 from forethought.services.scheduler.placement import PlacementLoop, RequestWithdrawn
 from forethought.services.scheduler.pool import WorkerPool
 from forethought.services.scheduler.requests import (
     PromptTokens,
+    forecast_prompt,
     health_of,
-    prompt_text,
     validate,
     worker_request,
 )
@@ -60,8 +60,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         self._require_workers(request.model)
         arrived = self._clock()
         token_ids = await self._prompt_tokens.of(request)
-        text = prompt_text(request)
-        scheduled = self._scheduled(request_id, request, token_ids, await self._forecasts.forecast(text, request.model), arrived)
+        prompt = forecast_prompt(request)
+        scheduled = self._scheduled(request_id, request, token_ids, await self._forecasts.forecast(prompt, request.model), arrived)
         waiter = self._placement.submit(scheduled)
         if request.application_id:
             log.info("request %s is step %r of application %s", request_id, request.step, request.application_id)
@@ -77,7 +77,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                     worker_request(scheduled, request, token_ids, priority), timeout=context.time_remaining(),
                     metadata=trace_metadata())
                 try:
-                    async for reply in self._relay(scheduled, call, request, text):
+                    async for reply in self._relay(scheduled, call, request, prompt):
                         yield reply
                     return
                 except grpc.aio.AioRpcError as error:
@@ -94,7 +94,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             self._release(scheduled)
 
     async def _relay(self, scheduled: ScheduledRequest, call: grpc.aio.UnaryStreamCall,
-                     request: scheduler_pb2.GenerateRequest, text: str) -> AsyncIterator[scheduler_pb2.GenerateResponse]:
+                     request: scheduler_pb2.GenerateRequest, prompt: ForecastPrompt) -> AsyncIterator[scheduler_pb2.GenerateResponse]:
         detokenize = self._prompt_tokens.detokenizer(request.model) if request.return_text else None
         output_tokens = None
         try:
@@ -116,7 +116,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 await detokenize.aclose()
         self._placement.finish(scheduled, output_tokens)
         if output_tokens is not None:
-            self._forecasts.observe(text, output_tokens)
+            self._forecasts.observe(prompt, output_tokens)
 
     def _release(self, scheduled: ScheduledRequest) -> None:
         """The handler ends (done, failed or the client left): nothing of the request may linger."""

@@ -9,6 +9,7 @@ from forethought.predict.forecast import (
     validate_prompt,
 )
 from forethought.predict.forecaster import Forecaster
+from forethought.predict.history import NO_HISTORY, ConversationHistory
 from forethought.predict.length_cache import LengthCache
 from forethought.predict.observations import Observation, ObservationStore
 from forethought.predict.predictor import Predictor, PredictorHandle
@@ -16,8 +17,10 @@ from forethought.predict.proxy import Formulation
 
 __all__ = [
     "MAX_PROMPT_CHARS",
+    "NO_HISTORY",
     "QUANTILE_PERCENTS",
     "BatchingPredictor",
+    "ConversationHistory",
     "Forecaster",
     "Formulation",
     "InvalidPrompt",

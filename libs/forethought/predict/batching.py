@@ -14,8 +14,10 @@ from forethought.predict.forecast import (
     LengthForecast,
     validate_prompt,
 )
+from forethought.predict.history import NO_HISTORY, ConversationHistory, validate_history
 
-PredictBatch = Callable[[list[str]], list[LengthForecast]]
+PredictBatch = Callable[[list[str], list[ConversationHistory]], list[LengthForecast]]
+Waiting = tuple[str, ConversationHistory, "asyncio.Future[LengthForecast]"]
 
 
 class BatchingPredictor:
@@ -32,31 +34,36 @@ class BatchingPredictor:
         self._max_batch = max_batch
         self._max_wait_s = max_wait_s
         self._max_prompt_chars = max_prompt_chars
-        self._waiting: list[tuple[str, asyncio.Future[LengthForecast]]] = []
+        self._waiting: list[Waiting] = []
         self._timer: asyncio.TimerHandle | None = None
         self._running: set[asyncio.Task[None]] = set()
         self._one_forward_at_a_time = asyncio.Lock()
 
-    async def predict(self, prompt: str, field_name: str = "prompt") -> LengthForecast:
+    async def predict(
+        self, prompt: str, history: ConversationHistory = NO_HISTORY, field_name: str = "prompt"
+    ) -> LengthForecast:
         """Forecast one prompt, batched with concurrent calls.
 
         Raises:
-            InvalidPrompt: at once, before joining a batch.
+            InvalidPrompt: a bad prompt or history, at once, before joining a batch.
         """
         validate_prompt(prompt, field_name, self._max_prompt_chars)
+        validate_history(history)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[LengthForecast] = loop.create_future()
-        self._waiting.append((prompt, future))
+        self._waiting.append((prompt, history, future))
         if len(self._waiting) >= self._max_batch:
             self._dispatch()
         elif self._timer is None:
             self._timer = loop.call_later(self._max_wait_s, self._dispatch)
         return await future
 
-    async def predict_many(self, prompts: Sequence[str]) -> list[LengthForecast]:
-        for index, prompt in enumerate(prompts):
+    async def predict_many(self, prompts: Sequence[str], histories: Sequence[ConversationHistory]) -> list[LengthForecast]:
+        """``histories`` pairs with ``prompts`` (the caller checks the counts)."""
+        for index, (prompt, history) in enumerate(zip(prompts, histories, strict=True)):
             validate_prompt(prompt, f"prompts[{index}]", self._max_prompt_chars)
-        return list(await asyncio.gather(*(self.predict(prompt) for prompt in prompts)))
+            validate_history(history, f"histories[{index}]")
+        return list(await asyncio.gather(*(self.predict(prompt, history) for prompt, history in zip(prompts, histories))))
 
     def _dispatch(self) -> None:
         if self._timer is not None:
@@ -70,16 +77,18 @@ class BatchingPredictor:
         if self._waiting:
             self._timer = asyncio.get_running_loop().call_later(self._max_wait_s, self._dispatch)
 
-    async def _run(self, batch: list[tuple[str, asyncio.Future[LengthForecast]]]) -> None:
+    async def _run(self, batch: list[Waiting]) -> None:
         async with self._one_forward_at_a_time:
             try:
-                forecasts = await asyncio.to_thread(self._predict_batch, [prompt for prompt, _ in batch])
+                forecasts = await asyncio.to_thread(
+                    self._predict_batch, [prompt for prompt, _, _ in batch], [history for _, history, _ in batch]
+                )
             except Exception as error:  # every caller of the batch gets the batch's error
-                for _, future in batch:
+                for _, _, future in batch:
                     if not future.done():
                         future.set_exception(error)
                 return
-        for (_, future), forecast in zip(batch, forecasts):
+        for (_, _, future), forecast in zip(batch, forecasts):
             if not future.done():
                 future.set_result(forecast)
 

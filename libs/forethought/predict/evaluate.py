@@ -7,7 +7,8 @@ at the training quintiles, MAE, Kendall tau, calibration of p10/p90) and measure
 latency of one prompt (p50/p99) and the throughput of batches of 32 on real held-out ShareGPT prompts.
 ``--cache-check`` fills the length cache (section 6) with the training split and reports how often
 held-out prompts hit it as near-duplicates and how close the cached lengths are. ``--formulations`` is
-the ablation of section 4.3 (Table 2): a phase-2 head per formulation on the artifact's frozen backbone.
+the ablation of section 4.3 (Table 2): a phase-2 head per formulation on the artifact's frozen backbone,
+plus the default head without the history features (text only).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import torch
 
 from forethought.predict.embedding_cache import EmbeddingCache
 from forethought.predict.forecaster import Forecaster
+from forethought.predict.history import HISTORY_FEATURES
 from forethought.predict.length_cache import LengthCache
 from forethought.predict.metrics import AccuracyReport, format_table, mean_report
 from forethought.predict.proxy import Formulation, ProxyLengthModel, training_targets
@@ -37,6 +39,7 @@ from forethought.predict.train import (
     count_served_tokens,
     evaluate_on,
     fit_phase2,
+    inputs_of,
     lengths_of,
     sample_splits,
 )
@@ -48,17 +51,19 @@ def recorded_table(model_dir: Path) -> str:
     return format_table(rows)
 
 
-def latency_table(forecaster: Forecaster, prompts: list[str], batch: int = 32) -> str:
+def latency_table(forecaster: Forecaster, samples: list[LengthSample], batch: int = 32) -> str:
     """Single-prompt latency percentiles and throughput, one prompt at a time and batched, measured now."""
-    forecaster.forecast(prompts[:2])  # warm-up: first calls allocate
+    histories = [sample.history for sample in samples]
+    prompts = [sample.prompt for sample in samples]
+    forecaster.forecast(prompts[:2], histories[:2])  # warm-up: first calls allocate
     singles = []
-    for prompt in prompts:
+    for prompt, history in zip(prompts, histories):
         started = time.perf_counter()
-        forecaster.forecast([prompt])
+        forecaster.forecast([prompt], [history])
         singles.append(time.perf_counter() - started)
     started = time.perf_counter()
     for start in range(0, len(prompts), batch):
-        forecaster.forecast(prompts[start : start + batch])
+        forecaster.forecast(prompts[start : start + batch], histories[start : start + batch])
     throughput = len(prompts) / (time.perf_counter() - started)
     p50, p99 = np.percentile(np.asarray(singles) * 1000, [50, 99])
     tokens = [len(ids) for ids in forecaster.tokenizer(prompts, truncation=True, max_length=forecaster.config.max_tokens)["input_ids"]]
@@ -101,8 +106,12 @@ def formulation_ablation(
     config = TrainConfig(**base.config.training)
     splits = sample_splits(config, dataset)
     cache = EmbeddingCache.for_backbone(embedding_cache, base.model.backbone, config.max_tokens)
-    states = {split: cache.embed([s.prompt for s in samples], base.embed, progress, f"embedding {split}") for split, samples in splits.items()}
-    scored = lambda forecaster: evaluate_on(forecaster, splits["test"], states["test"], splits["train"], splits["val"])
+    states = {
+        split: inputs_of(cache.embed([s.prompt for s in samples], base.embed, progress, f"embedding {split}"), samples)
+        for split, samples in splits.items()
+    }
+    scored_on = lambda inputs: lambda forecaster: evaluate_on(forecaster, splits["test"], inputs["test"], splits["train"], splits["val"])
+    scored = scored_on(states)
     installed = scored(base)
     rows = {name.replace("proxy model", "installed artifact"): report for name, report in installed.items()}
     for formulation in Formulation:
@@ -112,7 +121,18 @@ def formulation_ablation(
             continue
         rows.update({f"{formulation.value}, seed {seed}": report for seed, report in zip(seeds, per_seed)})
         rows[f"{formulation.value}, mean of {len(seeds)} seeds"] = mean_report(per_seed)
+    text_only = {split: without_history(inputs) for split, inputs in states.items()}
+    default = Formulation(config.formulation)
+    per_seed = [fresh_head_report(base, default, config, seed, splits, text_only, scored_on(text_only)) for seed in seeds]
+    rows[f"{default.value}, text only (no history features), mean of {len(seeds)} seeds"] = mean_report(per_seed)
     return rows
+
+
+def without_history(inputs: np.ndarray) -> np.ndarray:
+    """Head inputs with the history features zeroed: every prompt looks like a conversation's first."""
+    blank = inputs.copy()
+    blank[:, -HISTORY_FEATURES:] = 0.0
+    return blank
 
 
 def fresh_head_report(
@@ -147,8 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"model {args.model} v{forecaster.config.version} ({forecaster.config.formulation.value})\n")
     print(recorded_table(args.model) + "\n")
     by_split = load_samples(count_served_tokens(), max_conversations=100_000 if args.cache_check else 1500)
-    prompts = [sample.prompt for sample in by_split["test"][: args.prompts]]
-    print(latency_table(forecaster, prompts))
+    print(latency_table(forecaster, by_split["test"][: args.prompts]))
     if args.cache_check:
         print("\n" + cache_check_table(by_split["train"], by_split["val"] + by_split["test"], forecaster))
     if args.formulations:

@@ -35,7 +35,7 @@ class LengthForecast:
 
 
 class InvalidPrompt(ValueError):
-    """A prompt breaks an input rule; the service answers INVALID_ARGUMENT with ``field`` and ``rule``."""
+    """A prompt (or its history) breaks an input rule; the service answers INVALID_ARGUMENT with ``field`` and ``rule``."""
 
     def __init__(self, field_name: str, rule: str) -> None:
         super().__init__(f"{field_name}: {rule}")

@@ -4,7 +4,7 @@ Artifact layout (one folder, written atomically)::
 
     config.json        version, formulation, buckets, training config and metrics
     calibration.json   validation residuals in log space (the spread of the forecast)
-    head.pt            the two-layer head's weights
+    head.pt            the two-layer head's weights (input: CLS state and history features)
     backbone/          the fine-tuned MiniLM-L6 and its tokenizer (Hugging Face format)
 """
 
@@ -23,6 +23,7 @@ import torch
 
 from forethought.predict.buckets import QUANTILE_PERCENTS, LengthBuckets, ResidualSpread
 from forethought.predict.forecast import LengthForecast
+from forethought.predict.history import ConversationHistory, head_inputs
 from forethought.predict.proxy import (
     Formulation,
     ProxyLengthModel,
@@ -31,7 +32,8 @@ from forethought.predict.proxy import (
     predicted_buckets,
 )
 
-ARTIFACT_FORMAT = 1
+# format 2: the head reads history features too; a format-1 artifact must be retrained
+ARTIFACT_FORMAT = 2
 INFERENCE_BATCH = 32
 
 
@@ -67,6 +69,17 @@ class ForecasterConfig:
         )
 
 
+def artifact_problem(directory: Path) -> str | None:
+    """Why ``directory`` holds no artifact this version can load; None when it holds one."""
+    config_path = Path(directory) / "config.json"
+    if not config_path.is_file():
+        return f"no trained predictor in {directory}"
+    found = json.loads(config_path.read_text()).get("format", 1)
+    if found != ARTIFACT_FORMAT:
+        return f"the predictor in {directory} has artifact format {found}, this version reads {ARTIFACT_FORMAT}"
+    return None
+
+
 class Forecaster:
     """Immutable once built: a model, its tokenizer, buckets and residual spread."""
 
@@ -89,17 +102,18 @@ class Forecaster:
         return states
 
     @torch.inference_mode()
-    def head_outputs(self, embeddings: np.ndarray) -> np.ndarray:
-        return self.model.head(torch.as_tensor(embeddings, dtype=torch.float32)).numpy()
+    def head_outputs(self, inputs: np.ndarray) -> np.ndarray:
+        """Raw head outputs for ``history.head_inputs`` rows."""
+        return self.model.head(torch.as_tensor(inputs, dtype=torch.float32)).numpy()
 
     def log_estimates(self, outputs: np.ndarray) -> np.ndarray:
         return log_estimates(self.config.formulation, outputs, np.asarray(self.config.bucket_log_medians))
 
-    def forecast(self, prompts: list[str]) -> list[LengthForecast]:
-        return self.forecast_embeddings(self.embed(prompts))
+    def forecast(self, prompts: list[str], histories: list[ConversationHistory]) -> list[LengthForecast]:
+        return self.forecast_inputs(head_inputs(self.embed(prompts), histories))
 
-    def forecast_embeddings(self, embeddings: np.ndarray) -> list[LengthForecast]:
-        outputs = self.head_outputs(embeddings)
+    def forecast_inputs(self, inputs: np.ndarray) -> list[LengthForecast]:
+        outputs = self.head_outputs(inputs)
         estimates = self.log_estimates(outputs)
         classes = predicted_buckets(self.config.formulation, outputs, estimates, self.buckets)
         quantiles = self.spread.quantiles(estimates)
@@ -143,6 +157,9 @@ class Forecaster:
         from transformers import AutoModel, AutoTokenizer
 
         directory = Path(directory)
+        problem = artifact_problem(directory)
+        if problem is not None:
+            raise ValueError(f"{problem}: train one with `forethought train-predictor`")
         config = ForecasterConfig.from_json(json.loads((directory / "config.json").read_text()))
         backbone = AutoModel.from_pretrained(str(directory / "backbone"))
         model = ProxyLengthModel(backbone, config.formulation, config.head_hidden)

@@ -13,11 +13,14 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from forethought.predict.history import NO_HISTORY, ConversationHistory
+
 
 @dataclass(frozen=True)
 class Observation:
     prompt: str
     output_tokens: int
+    history: ConversationHistory = NO_HISTORY
 
 
 class ObservationStore:
@@ -33,7 +36,8 @@ class ObservationStore:
             for line in self._path.read_text().splitlines():
                 if line.strip():
                     record = json.loads(line)
-                    self._recent.append(Observation(record["prompt"], int(record["output_tokens"])))
+                    history = ConversationHistory(tuple(record.get("earlier_answer_chars", ())))
+                    self._recent.append(Observation(record["prompt"], int(record["output_tokens"]), history))
                     self._lines_in_file += 1
 
     def __len__(self) -> int:
@@ -64,4 +68,6 @@ class ObservationStore:
 
 
 def _line(observation: Observation) -> str:
-    return json.dumps({"prompt": observation.prompt, "output_tokens": observation.output_tokens}) + "\n"
+    record = {"prompt": observation.prompt, "output_tokens": observation.output_tokens,
+              "earlier_answer_chars": list(observation.history.earlier_answer_chars)}
+    return json.dumps(record) + "\n"

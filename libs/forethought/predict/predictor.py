@@ -17,12 +17,19 @@ import numpy as np
 from forethought.predict.buckets import QUANTILE_PERCENTS, ResidualSpread
 from forethought.predict.forecast import (
     MAX_PROMPT_CHARS,
+    InvalidPrompt,
     LengthForecast,
     validate_length,
     validate_prompt,
     validate_prompts,
 )
 from forethought.predict.forecaster import Forecaster
+from forethought.predict.history import (
+    NO_HISTORY,
+    ConversationHistory,
+    head_inputs,
+    validate_history,
+)
 from forethought.predict.length_cache import LengthCache
 from forethought.predict.observations import Observation, ObservationStore
 from forethought.predict.proxy import training_targets
@@ -97,27 +104,32 @@ class Predictor:
         """Model forward passes run so far (one per ``predict`` call with cache misses)."""
         return self._forwards
 
-    def predict(self, prompts: Sequence[str]) -> list[LengthForecast]:
-        """One forecast per prompt, in order; cache hits skip the model.
+    def predict(self, prompts: Sequence[str], histories: Sequence[ConversationHistory] | None = None) -> list[LengthForecast]:
+        """One forecast per prompt, in order; cache hits skip the model. ``histories``: none, or one per
+        prompt (its conversation's earlier answers).
 
         Raises:
             InvalidPrompt: a prompt is not a non-empty string of at most ``max_prompt_chars``.
+            InvalidPrompt: ``histories`` does not pair with ``prompts``, or holds a negative length.
         """
         validate_prompts(prompts, self.max_prompt_chars)
+        histories = validated_histories(histories, len(prompts))
         forecaster = self.handle.current
         observed = [self.cache.get(prompt) for prompt in prompts]
         misses = [index for index, length in enumerate(observed) if length is None]
-        modelled = iter(forecaster.forecast([prompts[index] for index in misses]) if misses else [])
+        modelled = iter(
+            forecaster.forecast([prompts[index] for index in misses], [histories[index] for index in misses]) if misses else []
+        )
         if misses:
             with self._count_lock:
                 self._forwards += 1
         return [next(modelled) if length is None else cached_forecast(length, forecaster) for length in observed]
 
-    def observe(self, prompt: str, actual_tokens: int) -> None:
+    def observe(self, prompt: str, actual_tokens: int, history: ConversationHistory = NO_HISTORY) -> None:
         """Record a completed request's true output length."""
         validate_prompt(prompt, "prompt", self.max_prompt_chars)
         validate_length(actual_tokens)
-        self.store.append(Observation(prompt, actual_tokens))
+        self.store.append(Observation(prompt, actual_tokens, validate_history(history)))
         self.cache.put(prompt, actual_tokens)
 
     def refit(self, out_dir: Path | None = None, epochs: int = 30, learning_rate: float = 5e-4) -> Path:
@@ -133,18 +145,20 @@ class Predictor:
         if len(observations) < MIN_REFIT_OBSERVATIONS:
             raise ValueError(f"refit needs at least {MIN_REFIT_OBSERVATIONS} observations, has {len(observations)}")
         base = self.handle.current
-        embeddings = base.embed([observation.prompt for observation in observations])
+        inputs = head_inputs(
+            base.embed([observation.prompt for observation in observations]), [observation.history for observation in observations]
+        )
         lengths = np.asarray([observation.output_tokens for observation in observations], dtype=float)
         fit_rows, calibration_rows = refit_rows(len(observations))
         head = copy.deepcopy(base.model.head)
         targets = training_targets(base.config.formulation, lengths, base.buckets)
         head_state = fit_head(
-            head, base.config.formulation, embeddings[fit_rows], targets[fit_rows], epochs=epochs, learning_rate=learning_rate
+            head, base.config.formulation, inputs[fit_rows], targets[fit_rows], epochs=epochs, learning_rate=learning_rate
         )
         candidate = base.with_head(head_state, base.spread, version=base.config.version + 1)
         spread = base.spread
         if len(calibration_rows):
-            estimates = candidate.log_estimates(candidate.head_outputs(embeddings[calibration_rows]))
+            estimates = candidate.log_estimates(candidate.head_outputs(inputs[calibration_rows]))
             spread = ResidualSpread.from_pairs(lengths[calibration_rows], estimates)
         refitted = base.with_head(
             head_state, spread, version=base.config.version + 1,
@@ -168,6 +182,15 @@ class Predictor:
             raise ValueError("refit of a predictor not loaded from a folder needs out_dir")
         stem = self.artifact_dir.name.split("-v")[0]
         return self.artifact_dir.parent / f"{stem}-v{version}"
+
+
+def validated_histories(histories: Sequence[ConversationHistory] | None, count: int) -> list[ConversationHistory]:
+    """``histories`` checked against ``count`` prompts; none means every prompt starts its conversation."""
+    if histories is None:
+        return [NO_HISTORY] * count
+    if len(histories) != count:
+        raise InvalidPrompt("histories", f"must be empty or hold one history per prompt ({count}), got {len(histories)}")
+    return [validate_history(history, f"histories[{index}]") for index, history in enumerate(histories)]
 
 
 def refit_rows(count: int) -> tuple[np.ndarray, np.ndarray]:

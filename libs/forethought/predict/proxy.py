@@ -1,5 +1,8 @@
 """The proxy model: MiniLM-L6 CLS hidden state -> two-layer fully connected head (SSJF section 3.1).
 
+The head also reads the conversation's history features (``forethought.predict.history``): the text
+window cannot show how long the earlier answers were.
+
 Four training formulations from the paper's ablation (Table 2): regression with L1 (the paper's choice
 and the default) or MSE loss, 5-class cross-entropy, and ordinal classification (a real-valued class
 with L1 loss). Regression targets are log1p(tokens): the L1 optimum is the conditional median either way,
@@ -18,6 +21,7 @@ import torch
 from torch import nn
 
 from forethought.predict.buckets import LengthBuckets
+from forethought.predict.history import HISTORY_FEATURES
 
 BACKBONE_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -42,13 +46,14 @@ def packaged_backbone_dir() -> Path:
 
 
 class ProxyLengthModel(nn.Module):
-    """Backbone + head; ``embed`` is the CLS state, ``head`` maps it to the formulation's outputs."""
+    """Backbone + head; ``embed`` is the CLS state, ``head`` maps it and the history features to the
+    formulation's outputs."""
 
     def __init__(self, backbone: nn.Module, formulation: Formulation, hidden: int = 256) -> None:
         super().__init__()
         self.backbone = backbone
         self.formulation = formulation
-        width = int(backbone.config.hidden_size)
+        width = int(backbone.config.hidden_size) + HISTORY_FEATURES
         self.head = nn.Sequential(nn.Linear(width, hidden), nn.ReLU(), nn.Dropout(0.1), nn.Linear(hidden, formulation.outputs))
 
     def start_at(self, targets: torch.Tensor) -> None:
@@ -61,8 +66,8 @@ class ProxyLengthModel(nn.Module):
     def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         return self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, 0]
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return self.head(self.embed(input_ids, attention_mask))
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.cat([self.embed(input_ids, attention_mask), history], dim=1))
 
 
 def encode_prompts(tokenizer: Any, prompts: list[str], max_tokens: int) -> dict[str, torch.Tensor]:

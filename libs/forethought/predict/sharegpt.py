@@ -1,8 +1,9 @@
 """ShareGPT conversations as output-length samples (SSJF paper section 3.1 and "Note on Data Processing").
 
 Each assistant turn is one sample: its input is every earlier prompt and response of the conversation
-plus the current prompt (the proxy model keeps the last 512 of its own tokens), its label is the length
-of the response in the served model's tokens. As in the paper, responses outside (1, 512) tokens are
+plus the current prompt (the proxy model keeps the last 512 of its own tokens) and the lengths of the
+earlier responses (``ConversationHistory``), its label is the length of the response in the served
+model's tokens. As in the paper, responses outside (1, 512) tokens are
 dropped (empty or truncated answers). Splits are by conversation, from a hash of its id, so the same
 conversation always lands in the same split whatever the sample size.
 """
@@ -15,6 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from forethought.predict.history import ConversationHistory
 from forethought.workloads.sharegpt import iter_sharegpt_records, sharegpt_path
 
 MIN_OUTPUT_TOKENS_EXCLUSIVE = 1
@@ -29,11 +31,13 @@ _WHITESPACE = re.compile(r"\s+")
 
 @dataclass(frozen=True)
 class LengthSample:
-    """One request: the context-augmented prompt and the true output length in served-model tokens."""
+    """One request: the context-augmented prompt, its conversation's earlier answers and the true output
+    length in served-model tokens."""
 
     conversation_id: str
     round: int
     prompt: str
+    history: ConversationHistory
     output_tokens: int
 
 
@@ -87,7 +91,8 @@ def conversation_samples(
         if not turn.prompt.strip():
             continue
         if MIN_OUTPUT_TOKENS_EXCLUSIVE < length < MAX_OUTPUT_TOKENS_EXCLUSIVE:
-            samples.append(LengthSample(conversation_id, index + 1, context_prompt(turns, index), length))
+            history = ConversationHistory.of_answers([earlier.response for earlier in turns[:index]])
+            samples.append(LengthSample(conversation_id, index + 1, context_prompt(turns, index), history, length))
     return samples
 
 

@@ -2,7 +2,8 @@
 
     python -m forethought.predict.train --out DIR [--quick] [--formulation reg-l1|reg-mse|cls|ordinal]
 
-Labels are response lengths in SmolLM2-135M-Instruct tokens (the served model). The full run is sized
+Labels are response lengths in SmolLM2-135M-Instruct tokens (the served model); the head reads each
+prompt's CLS state and its conversation's history features. The full run is sized
 for a 2-core CPU (see docs/predictor.md); ``--quick`` is the small run the tests use.
 """
 
@@ -24,7 +25,8 @@ from forethought.cache import CACHE_ROOT, PREDICTOR_DIR
 from forethought.predict.buckets import LengthBuckets, ResidualSpread
 from forethought.predict.embedding_cache import EmbeddingCache
 from forethought.predict.forecast import LengthForecast
-from forethought.predict.forecaster import Forecaster, ForecasterConfig
+from forethought.predict.forecaster import Forecaster, ForecasterConfig, artifact_problem
+from forethought.predict.history import head_inputs, history_features
 from forethought.predict.metrics import (
     AccuracyReport,
     accuracy_report,
@@ -51,7 +53,7 @@ EMBEDDINGS_DIR = CACHE_ROOT / "embeddings"
 class TrainConfig:
     formulation: str = Formulation.REG_L1.value
     max_conversations: int = 100_000  # every record of the packaged (truncated) file
-    phase1_samples: int = 1200
+    phase1_samples: int = 3000
     phase2_samples: int = 12_000
     val_samples: int = 1500
     test_samples: int = 1500
@@ -123,23 +125,35 @@ def initial_forecaster(config: TrainConfig, train_lengths: np.ndarray) -> Foreca
     return Forecaster(model, AutoTokenizer.from_pretrained(str(backbone_dir)), forecaster_config, ResidualSpread((0.0,)))
 
 
+def inputs_of(states: np.ndarray, samples: list[LengthSample]) -> np.ndarray:
+    return head_inputs(states, [sample.history for sample in samples])
+
+
+def previous_answer_chars(samples: list[LengthSample]) -> np.ndarray:
+    """Each sample's previous answer length in characters (0 in a first round)."""
+    return np.asarray([(s.history.earlier_answer_chars or (0,))[-1] for s in samples], float)
+
+
 def evaluate_on(
-    forecaster: Forecaster, samples: list[LengthSample], embeddings: np.ndarray, train: list[LengthSample],
+    forecaster: Forecaster, samples: list[LengthSample], inputs: np.ndarray, train: list[LengthSample],
     val: list[LengthSample],
 ) -> dict[str, AccuracyReport]:
-    """The model against the paper's baselines: the training mean, and log-linear on prompt length."""
+    """The model against baselines: the paper's two (the training mean, log-linear on prompt length) and
+    log-linear on the previous answer's length (what the history features add on their own)."""
     buckets, truth = forecaster.buckets, lengths_of(samples)
-    outputs = forecaster.head_outputs(embeddings)
+    outputs = forecaster.head_outputs(inputs)
     estimates = forecaster.log_estimates(outputs)
     classes = predicted_buckets(forecaster.config.formulation, outputs, estimates, buckets)
     rows = {f"proxy model ({forecaster.config.formulation.value})": accuracy_report(truth, estimates, classes, buckets, forecaster.spread)}
     mean_log = np.full(len(samples), np.log1p(lengths_of(train).mean()))
     mean_spread = ResidualSpread.from_pairs(lengths_of(val), np.full(len(val), mean_log[0]))
     rows["training mean"] = accuracy_report(truth, mean_log, buckets.index(np.expm1(mean_log)), buckets, mean_spread)
-    intercept, slope = fit_log_linear(np.asarray([len(s.prompt) for s in train], float), lengths_of(train))
-    linear = lambda group: intercept + slope * np.log1p(np.asarray([len(s.prompt) for s in group], float))
-    linear_spread = ResidualSpread.from_pairs(lengths_of(val), linear(val))
-    rows["linear on prompt length"] = accuracy_report(truth, linear(samples), buckets.index(np.expm1(linear(samples))), buckets, linear_spread)
+    prompt_chars = lambda group: np.asarray([len(s.prompt) for s in group], float)
+    for name, predictor_of in (("linear on prompt length", prompt_chars), ("linear on previous answer length", previous_answer_chars)):
+        intercept, slope = fit_log_linear(predictor_of(train), lengths_of(train))
+        linear = lambda group: intercept + slope * np.log1p(predictor_of(group))
+        spread = ResidualSpread.from_pairs(lengths_of(val), linear(val))
+        rows[name] = accuracy_report(truth, linear(samples), buckets.index(np.expm1(linear(samples))), buckets, spread)
     return rows
 
 
@@ -161,14 +175,15 @@ def train(
     phase1 = train_samples[: config.phase1_samples]
     forecaster.model.start_at(targets)
     phase1_losses = finetune_whole(
-        forecaster.model, forecaster.tokenizer, [s.prompt for s in phase1], targets[: len(phase1)],
+        forecaster.model, forecaster.tokenizer, [s.prompt for s in phase1], history_features([s.history for s in phase1]),
+        targets[: len(phase1)],
         max_tokens=config.phase1_max_tokens, batch_size=config.batch_size, epochs=config.phase1_epochs,
         learning_rate=config.phase1_learning_rate, rng=np.random.default_rng(config.seed), progress=progress,
     )
     phase1_seconds = time.monotonic() - started
     cache = EmbeddingCache.for_backbone(embedding_cache, forecaster.model.backbone, config.max_tokens)
-    embeddings = {
-        split: cache.embed([s.prompt for s in samples], forecaster.embed, progress, f"embedding {split}")
+    inputs = {
+        split: inputs_of(cache.embed([s.prompt for s in samples], forecaster.embed, progress, f"embedding {split}"), samples)
         for split, samples in splits.items()
     }
     val_targets = training_targets(formulation, lengths_of(splits["val"]), buckets)
@@ -176,12 +191,12 @@ def train(
     def fit(rows: np.ndarray) -> dict[str, torch.Tensor]:
         """Phase 2 on the given training rows, starting from the phase-1 head."""
         head = copy.deepcopy(forecaster.model.head)
-        return fit_phase2(head, formulation, config, embeddings["train"][rows], targets[rows], (embeddings["val"], val_targets), progress)
+        return fit_phase2(head, formulation, config, inputs["train"][rows], targets[rows], (inputs["val"], val_targets), progress)
 
     head_state = fit(np.arange(len(train_samples)))
-    forecaster = calibrated(forecaster, head_state, embeddings["val"], splits["val"])
-    rows = evaluate_on(forecaster, splits["test"], embeddings["test"], train_samples, splits["val"])
-    curve = learning_curve(forecaster, fit, embeddings, splits) if len(train_samples) > LEARNING_CURVE_SIZES[0] else []
+    forecaster = calibrated(forecaster, head_state, inputs["val"], splits["val"])
+    rows = evaluate_on(forecaster, splits["test"], inputs["test"], train_samples, splits["val"])
+    curve = learning_curve(forecaster, fit, inputs, splits) if len(train_samples) > LEARNING_CURVE_SIZES[0] else []
     seconds = time.monotonic() - started
     forecaster.config.metrics = {
         "test": {name: report.as_dict() for name, report in rows.items()},
@@ -193,7 +208,7 @@ def train(
         "torch_threads": torch.get_num_threads(),
     }
     forecaster.save(out_dir)
-    write_heldout(out_dir / HELDOUT_FILE, splits["test"], forecaster.forecast_embeddings(embeddings["test"]))
+    write_heldout(out_dir / HELDOUT_FILE, splits["test"], forecaster.forecast_inputs(inputs["test"]))
     return TrainResult(forecaster, format_table(rows), seconds)
 
 
@@ -201,7 +216,8 @@ def fit_phase2(
     head: torch.nn.Module, formulation: Formulation, config: TrainConfig, states: np.ndarray, targets: torch.Tensor,
     validation: tuple[np.ndarray, torch.Tensor], progress: bool = False,
 ) -> dict[str, torch.Tensor]:
-    """Phase 2 as configured: ``head`` trained on frozen CLS states, early-stopped on the validation split."""
+    """Phase 2 as configured: ``head`` trained on frozen CLS states and history features, early-stopped on
+    the validation split."""
     return fit_head(
         head, formulation, states, targets, epochs=config.phase2_epochs, learning_rate=config.phase2_learning_rate,
         seed=config.seed, progress=progress, validation=validation, patience=config.phase2_patience,
@@ -209,23 +225,23 @@ def fit_phase2(
 
 
 def calibrated(
-    forecaster: Forecaster, head_state: dict[str, torch.Tensor], val_embeddings: np.ndarray, val: list[LengthSample]
+    forecaster: Forecaster, head_state: dict[str, torch.Tensor], val_inputs: np.ndarray, val: list[LengthSample]
 ) -> Forecaster:
     """The forecaster with this head, its spread taken from validation residuals."""
     candidate = forecaster.with_head(head_state, forecaster.spread)
-    estimates = candidate.log_estimates(candidate.head_outputs(val_embeddings))
+    estimates = candidate.log_estimates(candidate.head_outputs(val_inputs))
     return forecaster.with_head(head_state, ResidualSpread.from_pairs(lengths_of(val), estimates))
 
 
 def learning_curve(
     forecaster: Forecaster, fit: Callable[[np.ndarray], dict[str, torch.Tensor]],
-    embeddings: dict[str, np.ndarray], splits: dict[str, list[LengthSample]],
+    inputs: dict[str, np.ndarray], splits: dict[str, list[LengthSample]],
 ) -> list[dict[str, float]]:
     """Test accuracy and Kendall tau of phase-2 heads fitted on growing prefixes of the training set."""
     points = []
     for size in [size for size in LEARNING_CURVE_SIZES if size < len(splits["train"])] + [len(splits["train"])]:
-        model = calibrated(forecaster, fit(np.arange(size)), embeddings["val"], splits["val"])
-        report = evaluate_on(model, splits["test"], embeddings["test"], splits["train"], splits["val"])
+        model = calibrated(forecaster, fit(np.arange(size)), inputs["val"], splits["val"])
+        report = evaluate_on(model, splits["test"], inputs["test"], splits["train"], splits["val"])
         first = next(iter(report.values()))
         points.append({"train_samples": size, "accuracy": first.accuracy, "kendall_tau": first.kendall_tau})
     return points
@@ -244,20 +260,10 @@ def write_heldout(path: Path, samples: list[LengthSample], forecasts: list[Lengt
             stream.write(json.dumps(record) + "\n")
 
 
-def embed_with_progress(forecaster: Forecaster, samples: list[LengthSample], split: str, progress: bool) -> np.ndarray:
-    from tqdm import tqdm
-
-    step = 64
-    chunks = [
-        forecaster.embed([s.prompt for s in samples[start : start + step]])
-        for start in tqdm(range(0, len(samples), step), desc=f"embedding {split}", disable=not progress)
-    ]
-    return np.concatenate(chunks)
-
-
 def ensure_trained(directory: Path = DEFAULT_ARTIFACT_DIR, quick: bool = False) -> Path:
-    """The artifact in ``directory``, trained first if it is not there yet (the set-up step)."""
-    if not (directory / "config.json").exists():
+    """The artifact in ``directory``, trained first if it is not there yet or has an older format (the
+    set-up step)."""
+    if artifact_problem(directory) is not None:
         result = train(QUICK if quick else TrainConfig(), directory)
         print(result.table)
     return directory

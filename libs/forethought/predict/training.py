@@ -33,6 +33,7 @@ def finetune_whole(
     model: ProxyLengthModel,
     tokenizer: Any,
     prompts: Sequence[str],
+    history: np.ndarray,
     targets: torch.Tensor,
     *,
     max_tokens: int,
@@ -42,7 +43,8 @@ def finetune_whole(
     rng: np.random.Generator,
     progress: bool = True,
 ) -> list[float]:
-    """Phase 1: update backbone and head; returns the mean loss of each epoch."""
+    """Phase 1: update backbone and head; ``history`` holds each prompt's history features (rows).
+    Returns the mean loss of each epoch."""
     token_counts = [len(ids) for ids in tokenizer(list(prompts), truncation=True, max_length=max_tokens)["input_ids"]]
     optimizer = torch.optim.AdamW(
         [
@@ -50,6 +52,7 @@ def finetune_whole(
             {"params": model.head.parameters(), "lr": learning_rate * 30},  # the fresh head learns faster
         ]
     )
+    history_rows = torch.as_tensor(history, dtype=torch.float32)
     model.train()
     epoch_losses = []
     for epoch in range(epochs):
@@ -58,7 +61,8 @@ def finetune_whole(
         bar = tqdm(batches, desc=f"phase 1 (backbone+head) epoch {epoch + 1}/{epochs}", disable=not progress)
         for batch in bar:
             encoded = encode_prompts(tokenizer, [prompts[i] for i in batch], max_tokens)
-            loss = head_loss(model.formulation, model(**encoded), targets[torch.as_tensor(batch)])
+            rows = torch.as_tensor(batch)
+            loss = head_loss(model.formulation, model(**encoded, history=history_rows[rows]), targets[rows])
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -72,7 +76,7 @@ def finetune_whole(
 def fit_head(
     head: torch.nn.Module,
     formulation: Formulation,
-    embeddings: np.ndarray,
+    inputs: np.ndarray,
     targets: torch.Tensor,
     *,
     epochs: int,
@@ -83,13 +87,14 @@ def fit_head(
     validation: tuple[np.ndarray, torch.Tensor] | None = None,
     patience: int = 15,
 ) -> dict[str, torch.Tensor]:
-    """Phase 2 (and online refit): train ``head`` in place on frozen CLS states; returns its weights.
+    """Phase 2 (and online refit): train ``head`` in place on ``inputs`` (frozen CLS states and history
+    features, ``history.head_inputs``); returns its weights.
 
     With ``validation`` (states, targets) the weights of the epoch with the lowest validation loss are
     kept, and training stops after ``patience`` epochs without improvement.
     """
     generator = torch.Generator().manual_seed(seed)
-    features = torch.as_tensor(embeddings, dtype=torch.float32)
+    features = torch.as_tensor(inputs, dtype=torch.float32)
     optimizer = torch.optim.AdamW(head.parameters(), lr=learning_rate)
     best_loss, best_state, stale = float("inf"), snapshot(head), 0
     bar = tqdm(range(epochs), desc="phase 2 (head only)", disable=not progress)
@@ -114,9 +119,9 @@ def fit_head(
 
 
 @torch.inference_mode()
-def validation_loss(head: torch.nn.Module, formulation: Formulation, embeddings: np.ndarray, targets: torch.Tensor) -> float:
+def validation_loss(head: torch.nn.Module, formulation: Formulation, inputs: np.ndarray, targets: torch.Tensor) -> float:
     head.eval()
-    return float(head_loss(formulation, head(torch.as_tensor(embeddings, dtype=torch.float32)), targets))
+    return float(head_loss(formulation, head(torch.as_tensor(inputs, dtype=torch.float32)), targets))
 
 
 def snapshot(head: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -17,12 +17,20 @@ PREDICTION_SOURCE_MODEL: PredictionSource
 PREDICTION_SOURCE_LENGTH_CACHE: PredictionSource
 
 class PredictRequest(_message.Message):
-    __slots__ = ("prompts", "model")
+    __slots__ = ("prompts", "model", "histories")
     PROMPTS_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    HISTORIES_FIELD_NUMBER: _ClassVar[int]
     prompts: _containers.RepeatedScalarFieldContainer[str]
     model: str
-    def __init__(self, prompts: _Optional[_Iterable[str]] = ..., model: _Optional[str] = ...) -> None: ...
+    histories: _containers.RepeatedCompositeFieldContainer[ConversationHistory]
+    def __init__(self, prompts: _Optional[_Iterable[str]] = ..., model: _Optional[str] = ..., histories: _Optional[_Iterable[_Union[ConversationHistory, _Mapping]]] = ...) -> None: ...
+
+class ConversationHistory(_message.Message):
+    __slots__ = ("earlier_answer_chars",)
+    EARLIER_ANSWER_CHARS_FIELD_NUMBER: _ClassVar[int]
+    earlier_answer_chars: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, earlier_answer_chars: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class LengthDistribution(_message.Message):
     __slots__ = ("mean", "quantiles", "bucket", "histogram", "bucket_edges", "source")
@@ -57,12 +65,14 @@ class PredictResponse(_message.Message):
     def __init__(self, forecasts: _Optional[_Iterable[_Union[LengthDistribution, _Mapping]]] = ..., model_version: _Optional[str] = ...) -> None: ...
 
 class ObserveRequest(_message.Message):
-    __slots__ = ("prompt", "output_tokens")
+    __slots__ = ("prompt", "output_tokens", "history")
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
     prompt: str
     output_tokens: int
-    def __init__(self, prompt: _Optional[str] = ..., output_tokens: _Optional[int] = ...) -> None: ...
+    history: ConversationHistory
+    def __init__(self, prompt: _Optional[str] = ..., output_tokens: _Optional[int] = ..., history: _Optional[_Union[ConversationHistory, _Mapping]] = ...) -> None: ...
 
 class ObserveResponse(_message.Message):
     __slots__ = ("stored",)

@@ -31,6 +31,14 @@ def test_predict_answers_a_distribution_per_prompt(stub):
     assert reply.model_version
 
 
+def test_a_history_of_long_answers_changes_the_forecast(stub):
+    """The same prompt after a conversation of short answers and after one of long answers."""
+    histories = [predictor_pb2.ConversationHistory(earlier_answer_chars=chars) for chars in ([], [40, 30], [3000, 2500])]
+    reply = stub.Predict(predictor_pb2.PredictRequest(prompts=[PROMPTS[0]] * 3, histories=histories), timeout=60)
+    means = [forecast.mean for forecast in reply.forecasts]
+    assert len(set(means)) == 3
+
+
 def test_an_observed_prompt_is_answered_from_the_length_cache(stub):
     assert stub.Observe(predictor_pb2.ObserveRequest(prompt=PROMPTS[0], output_tokens=42), timeout=30).stored == 1
     forecast = stub.Predict(predictor_pb2.PredictRequest(prompts=[PROMPTS[0]]), timeout=60).forecasts[0]
@@ -44,6 +52,11 @@ def test_reload_swaps_the_model_and_bad_input_names_the_field(stub, quick_artifa
         (lambda: stub.Predict(predictor_pb2.PredictRequest(prompts=[]), timeout=10), "prompts:"),
         (lambda: stub.Predict(predictor_pb2.PredictRequest(prompts=["ok", "  "]), timeout=10), "prompts[1]:"),
         (lambda: stub.Observe(predictor_pb2.ObserveRequest(prompt="x", output_tokens=-1), timeout=10), "output_tokens:"),
+        (lambda: stub.Predict(predictor_pb2.PredictRequest(
+            prompts=["a", "b"], histories=[predictor_pb2.ConversationHistory()]), timeout=10), "histories:"),
+        (lambda: stub.Predict(predictor_pb2.PredictRequest(
+            prompts=["a"], histories=[predictor_pb2.ConversationHistory(earlier_answer_chars=[3, -2])]), timeout=10),
+         "histories[0].earlier_answer_chars:"),
         (lambda: stub.Reload(predictor_pb2.ReloadRequest(model_dir="/nowhere"), timeout=10), "model_dir:"),
     ]
     for call, field in cases:

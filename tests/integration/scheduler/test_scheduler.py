@@ -5,6 +5,7 @@ Sim workers stand in for engines (``--sim-speedup`` below 1 slows them so a test
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import threading
@@ -178,3 +179,27 @@ def test_without_a_predictor_the_scheduler_serves_degraded(start_service):
     gauge = re.search(r'forethought_degraded\{dependency="predictor",service="scheduler"\} (\S+)', metrics)
     assert gauge is not None and float(gauge.group(1)) == 1.0
     assert "predictor unavailable" in front.log() and "degraded" in front.log()
+
+
+def test_a_chat_reaches_the_predictor_with_the_lengths_of_its_earlier_answers(start_service, quick_artifact, tmp_path):
+    worker(start_service, "w0", "20")
+    tokenizer = start_service("tokenizer")
+    observations = tmp_path / "observations.jsonl"
+    predictor = start_service("predictor", "--model-dir", str(quick_artifact), "--observations-path", str(observations),
+                              timeout_s=120)
+    front = scheduler(start_service, "--tokenizer-address", tokenizer.address, "--predictor-address", predictor.address,
+                      "--predictor-timeout-s", "30")
+    turns = [("user", "Name a colour."), ("assistant", "Blue. " * 20), ("user", "Another?"), ("assistant", "Green."),
+             ("user", "Go on.")]
+    chat = scheduler_pb2.ChatMessages(messages=[scheduler_pb2.ChatMessage(role=role, content=text) for role, text in turns])
+    with grpc.insecure_channel(front.address) as channel:
+        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        adopted(stub, 1)
+        request = scheduler_pb2.GenerateRequest(request_id="chat", model=MODEL, chat=chat, max_tokens=5,
+                                                sampling=common_pb2.SamplingParams(ignore_eos=True))
+        assert sum(len(reply.token_ids) for reply in stub.Generate(request, timeout=60)) == 5
+    wait_until(lambda: observations.exists() and observations.read_text().strip(), "the finished chat observed")
+    observed = json.loads(observations.read_text().splitlines()[0])
+    assert observed["earlier_answer_chars"] == [len("Blue. " * 20), len("Green.")]
+    assert observed["output_tokens"] == 5
+    assert observed["prompt"] == "\n".join(text for _, text in turns)

@@ -4,7 +4,9 @@ import asyncio
 
 import pytest
 from forethought.predict import (
+    NO_HISTORY,
     BatchingPredictor,
+    ConversationHistory,
     InvalidPrompt,
     LengthForecast,
     Predictor,
@@ -20,9 +22,11 @@ class RecordingBatch:
 
     def __init__(self) -> None:
         self.batches: list[list[str]] = []
+        self.histories: list[list[ConversationHistory]] = []
 
-    def __call__(self, prompts: list[str]) -> list[LengthForecast]:
+    def __call__(self, prompts: list[str], histories: list[ConversationHistory]) -> list[LengthForecast]:
         self.batches.append(list(prompts))
+        self.histories.append(list(histories))
         return [constant_forecast(prompt) for prompt in prompts]
 
 
@@ -37,7 +41,7 @@ async def test_concurrent_calls_share_one_forward(predictor: Predictor) -> None:
 async def test_a_full_batch_is_dispatched_without_waiting_and_the_rest_follows() -> None:
     recording = RecordingBatch()
     batching = BatchingPredictor(recording, max_batch=4, max_wait_s=0.01)
-    results = await batching.predict_many([f"p{index}" for index in range(10)])
+    results = await batching.predict_many([f"p{index}" for index in range(10)], [NO_HISTORY] * 10)
     assert [len(batch) for batch in recording.batches] == [4, 4, 2]
     assert [r.mean for r in results] == [2.0] * 10
 
@@ -46,13 +50,30 @@ async def test_invalid_prompt_fails_alone_before_batching() -> None:
     recording = RecordingBatch()
     batching = BatchingPredictor(recording, max_prompt_chars=10)
     with pytest.raises(InvalidPrompt) as error:
-        await batching.predict_many(["fine", "x" * 11])
+        await batching.predict_many(["fine", "x" * 11], [NO_HISTORY] * 2)
     assert error.value.field == "prompts[1]"
     assert recording.batches == []
 
 
+async def test_each_prompt_reaches_the_model_with_its_own_history() -> None:
+    recording = RecordingBatch()
+    batching = BatchingPredictor(recording, max_batch=8, max_wait_s=0.01)
+    histories = [ConversationHistory((index * 100,)) for index in range(3)]
+    await batching.predict_many(["a", "b", "c"], histories)
+    assert recording.batches == [["a", "b", "c"]] and recording.histories == [histories]
+
+
+async def test_a_negative_history_length_fails_alone_before_batching() -> None:
+    recording = RecordingBatch()
+    batching = BatchingPredictor(recording)
+    with pytest.raises(InvalidPrompt) as error:
+        await batching.predict_many(["a", "b"], [NO_HISTORY, ConversationHistory((5, -1))])
+    assert (error.value.field, error.value.rule) == ("histories[1].earlier_answer_chars", "must be non-negative integers")
+    assert recording.batches == []
+
+
 async def test_a_failing_batch_fails_each_of_its_callers() -> None:
-    def broken(prompts: list[str]) -> list[LengthForecast]:
+    def broken(prompts: list[str], histories: list[ConversationHistory]) -> list[LengthForecast]:
         raise RuntimeError("model crashed")
 
     batching = BatchingPredictor(broken, max_wait_s=0.001)

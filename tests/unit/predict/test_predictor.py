@@ -6,7 +6,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from forethought.predict import QUANTILE_PERCENTS, InvalidPrompt, Predictor
+from forethought.predict import (
+    NO_HISTORY,
+    QUANTILE_PERCENTS,
+    ConversationHistory,
+    InvalidPrompt,
+    Observation,
+    ObservationStore,
+    Predictor,
+)
 
 PROMPTS = [
     "Write a 2000 word essay on the history of the Roman empire.",
@@ -20,7 +28,9 @@ def test_artifact_records_version_config_and_metrics(quick_artifact: Path) -> No
     assert config["version"] == 1
     assert config["formulation"] == "reg-l1"
     assert config["training"]["max_tokens"] == 96
-    assert set(config["metrics"]["test"]) == {"proxy model (reg-l1)", "training mean", "linear on prompt length"}
+    assert config["format"] == 2
+    assert set(config["metrics"]["test"]) == {
+        "proxy model (reg-l1)", "training mean", "linear on prompt length", "linear on previous answer length"}
 
 
 def test_forecasts_are_distributions_with_monotone_quantiles(predictor: Predictor) -> None:
@@ -52,6 +62,31 @@ def test_observe_then_refit_changes_predictions_and_version(predictor: Predictor
     assert json.loads((new_dir / "config.json").read_text())["version"] == 2
     assert after.source == "model"
     assert abs(np.log(after.mean / 480)) < abs(np.log(before.mean / 480)) / 2
+
+
+def test_refit_learns_from_the_history_of_observed_requests(predictor: Predictor, tmp_path: Path) -> None:
+    """Same prompt text, told apart only by how long the conversation's earlier answers were."""
+    short, long = ConversationHistory((40, 60)), ConversationHistory((2400, 2000))
+    for index in range(80):
+        predictor.observe(f"Go on with part {index}.", *((12, short) if index % 2 else (400, long)))
+    predictor.refit(tmp_path / "refit", epochs=300, learning_rate=1e-2)
+    after_short, after_long = predictor.predict(["Go on with part 99."] * 2, [short, long])
+    assert after_long.mean > 4 * after_short.mean
+
+
+def test_observations_keep_their_history_across_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "obs.jsonl"
+    ObservationStore(path).append(Observation("p", 3, ConversationHistory((10, 20))))
+    path.write_text(path.read_text() + '{"prompt": "older line", "output_tokens": 4}\n')
+    restored = ObservationStore(path).snapshot()
+    assert [o.history for o in restored] == [ConversationHistory((10, 20)), NO_HISTORY]
+
+
+def test_histories_must_pair_with_prompts(predictor: Predictor) -> None:
+    with pytest.raises(InvalidPrompt) as error:
+        predictor.predict(PROMPTS, [NO_HISTORY])
+    assert error.value.field == "histories"
+    assert error.value.rule == "must be empty or hold one history per prompt (3), got 1"
 
 
 def test_refit_needs_observations(predictor: Predictor) -> None:
@@ -102,3 +137,17 @@ def test_observe_rejects_a_negative_length(predictor: Predictor) -> None:
     with pytest.raises(InvalidPrompt) as error:
         predictor.observe("prompt", -1)
     assert error.value.field == "actual_tokens"
+
+
+def test_an_artifact_of_an_older_format_is_refused_with_the_fix(quick_artifact: Path, tmp_path: Path) -> None:
+    from forethought.predict.forecaster import artifact_problem
+
+    older = tmp_path / "older"
+    older.mkdir()
+    config = json.loads((quick_artifact / "config.json").read_text())
+    (older / "config.json").write_text(json.dumps(dict(config, format=1)))
+    assert artifact_problem(quick_artifact) is None
+    assert artifact_problem(older) == f"the predictor in {older} has artifact format 1, this version reads 2"
+    assert artifact_problem(tmp_path / "none") == f"no trained predictor in {tmp_path / 'none'}"
+    with pytest.raises(ValueError, match="train-predictor"):
+        Predictor.load(older)

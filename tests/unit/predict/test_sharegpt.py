@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 
+from forethought.predict.history import NO_HISTORY, ConversationHistory
 from forethought.predict.sharegpt import (
     LengthSample,
     Turn,
@@ -42,6 +43,15 @@ def test_responses_outside_1_to_512_tokens_are_dropped() -> None:
     assert [(s.round, s.output_tokens) for s in samples] == [(2, 2), (3, 511)]
 
 
+def test_a_sample_carries_the_lengths_of_its_conversations_earlier_answers() -> None:
+    turns = [Turn("p1", "r1"), Turn("p2", "two words"), Turn("p3", "x y z")]
+    samples = conversation_samples("c1", turns, word_count)
+    assert [s.history for s in samples] == [
+        ConversationHistory((len("r1"),)), ConversationHistory((len("r1"), len("two words")))]
+    first_rounds = conversation_samples("c2", [Turn("p", "a b")], word_count)
+    assert [s.history for s in first_rounds] == [NO_HISTORY]
+
+
 def test_split_is_stable_and_roughly_80_10_10() -> None:
     splits = [split_of(f"conv-{index}") for index in range(5000)]
     assert splits == [split_of(f"conv-{index}") for index in range(5000)]
@@ -68,7 +78,7 @@ def test_parts_of_one_chat_share_a_split() -> None:
 
 def test_evaluation_samples_repeating_a_training_prompt_are_dropped() -> None:
     def sample(conversation_id: str, prompt: str) -> LengthSample:
-        return LengthSample(conversation_id, 1, prompt, 10)
+        return LengthSample(conversation_id, 1, prompt, NO_HISTORY, 10)
 
     by_split = {
         "train": [sample("a", "Write a poem")],

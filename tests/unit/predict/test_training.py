@@ -36,3 +36,25 @@ def test_regression_head_starts_at_the_median_target() -> None:
     before = classifier.head[-1].bias.clone()
     classifier.start_at(torch.tensor([0, 4, 4]))
     assert torch.equal(classifier.head[-1].bias, before)
+
+
+def test_history_features_describe_the_earlier_answers() -> None:
+    from forethought.predict.history import HISTORY_FEATURES, NO_HISTORY, ConversationHistory, head_inputs, history_features
+
+    rows = history_features([NO_HISTORY, ConversationHistory((100,)), ConversationHistory((100, 3000))])
+    assert rows.shape == (3, HISTORY_FEATURES)
+    assert not rows[0].any()
+    assert rows[1][0] == rows[2][0] > 0
+    assert rows[2][1] > rows[1][1]  # the last answer is longer
+    assert rows[2][2] == rows[1][1]  # the second-last answer of the longer chat is the first chat's last
+    assert rows[2][6] > rows[1][6]  # more earlier rounds
+    inputs = head_inputs(np.ones((3, 4), np.float32), [NO_HISTORY] * 3)
+    assert inputs.shape == (3, 4 + HISTORY_FEATURES) and inputs[:, :4].all()
+
+
+def test_the_model_head_reads_the_cls_state_and_the_history_features() -> None:
+    from forethought.predict.history import HISTORY_FEATURES
+    from forethought.predict.proxy import ProxyLengthModel
+
+    model = ProxyLengthModel(TinyBackbone(), Formulation.REG_L1, hidden=8)
+    assert model.head[0].in_features == 4 + HISTORY_FEATURES
