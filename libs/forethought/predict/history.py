@@ -59,8 +59,8 @@ def history_features(histories: Sequence[ConversationHistory]) -> np.ndarray:
             continue
         chars = np.log1p(np.asarray(history.earlier_answer_chars, float)) / _LOG_CHARS_SCALE
         second_last = chars[-2] if len(chars) > 1 else chars[-1]
-        rows_count = np.log1p(len(chars)) / _LOG_ROUNDS_SCALE
-        row[:] = HISTORY_WEIGHT * np.asarray((1.0, chars[-1], second_last, chars.mean(), chars.max(), chars.min(), rows_count))
+        rounds = np.log1p(len(chars)) / _LOG_ROUNDS_SCALE
+        row[:] = HISTORY_WEIGHT * np.asarray((1.0, chars[-1], second_last, chars.mean(), chars.max(), chars.min(), rounds))
     return rows
 
 
