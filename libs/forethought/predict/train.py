@@ -57,8 +57,8 @@ class TrainConfig:
     phase2_samples: int = 12_000
     val_samples: int = 1500
     test_samples: int = 1500
-    max_tokens: int = 256  # the paper's window is 512; see docs/predictor.md for the CPU budget
-    phase1_max_tokens: int = 128  # backprop cost grows with the window; phase 1 is the CPU bottleneck
+    max_tokens: int = 512  # the paper's window: multi-round context keeps the last 512 tokens
+    phase1_max_tokens: int = 512
     batch_size: int = 16
     phase1_epochs: int = 1
     phase1_learning_rate: float = 3e-5
