@@ -106,22 +106,22 @@ def formulation_ablation(
     config = TrainConfig(**base.config.training)
     splits = sample_splits(config, dataset)
     cache = EmbeddingCache.for_backbone(embedding_cache, base.model.backbone, config.max_tokens)
-    states = {
+    inputs = {
         split: inputs_of(cache.embed([s.prompt for s in samples], base.embed, progress, f"embedding {split}"), samples)
         for split, samples in splits.items()
     }
-    scored_on = lambda inputs: lambda forecaster: evaluate_on(forecaster, splits["test"], inputs["test"], splits["train"], splits["val"])
-    scored = scored_on(states)
+    scored_on = lambda rows: lambda forecaster: evaluate_on(forecaster, splits["test"], rows["test"], splits["train"], splits["val"])
+    scored = scored_on(inputs)
     installed = scored(base)
     rows = {name.replace("proxy model", "installed artifact"): report for name, report in installed.items()}
     for formulation in Formulation:
-        per_seed = [fresh_head_report(base, formulation, config, seed, splits, states, scored) for seed in seeds]
+        per_seed = [fresh_head_report(base, formulation, config, seed, splits, inputs, scored) for seed in seeds]
         if len(seeds) == 1:
             rows[formulation.value] = per_seed[0]
             continue
         rows.update({f"{formulation.value}, seed {seed}": report for seed, report in zip(seeds, per_seed)})
         rows[f"{formulation.value}, mean of {len(seeds)} seeds"] = mean_report(per_seed)
-    text_only = {split: without_history(inputs) for split, inputs in states.items()}
+    text_only = {split: without_history(rows) for split, rows in inputs.items()}
     default = Formulation(config.formulation)
     per_seed = [fresh_head_report(base, default, config, seed, splits, text_only, scored_on(text_only)) for seed in seeds]
     rows[f"{default.value}, text only (no history features), mean of {len(seeds)} seeds"] = mean_report(per_seed)
@@ -137,7 +137,7 @@ def without_history(inputs: np.ndarray) -> np.ndarray:
 
 def fresh_head_report(
     base: Forecaster, formulation: Formulation, config: TrainConfig, seed: int,
-    splits: dict[str, list[LengthSample]], states: dict[str, np.ndarray],
+    splits: dict[str, list[LengthSample]], inputs: dict[str, np.ndarray],
     scored: Callable[[Forecaster], dict[str, AccuracyReport]],
 ) -> AccuracyReport:
     """One formulation's head, started as training starts it (output at the median target), fitted in phase 2."""
@@ -145,9 +145,9 @@ def fresh_head_report(
     model = ProxyLengthModel(base.model.backbone, formulation, config.head_hidden)
     targets = training_targets(formulation, lengths_of(splits["train"]), base.buckets)
     model.start_at(targets)
-    validation = (states["val"], training_targets(formulation, lengths_of(splits["val"]), base.buckets))
-    head_state = fit_phase2(model.head, formulation, replace(config, seed=seed), states["train"], targets, validation)
-    forecaster = calibrated(base.with_head(head_state, base.spread, formulation=formulation), head_state, states["val"], splits["val"])
+    validation = (inputs["val"], training_targets(formulation, lengths_of(splits["val"]), base.buckets))
+    head_state = fit_phase2(model.head, formulation, replace(config, seed=seed), inputs["train"], targets, validation)
+    forecaster = calibrated(base.with_head(head_state, base.spread, formulation=formulation), head_state, inputs["val"], splits["val"])
     return next(iter(scored(forecaster).values()))
 
 
