@@ -1,10 +1,11 @@
 """The discrete-event cluster simulator: engine cores behind a global queue and a router (Preble section 5,
 BROS section 7 replays, the Vidur event model).
 
-Requests arrive from a ``Workload`` into a ``GlobalQueue`` ordered by a ``QueuePolicy``. While an engine
-has room (fewer than ``max_waiting_per_engine`` requests admitted but not yet running), the queue's head is
-placed by the ``Router``, which sees how many leading prompt blocks each engine caches according to an
-``InMemoryPrefixIndex`` fed only by the engines' own cache events. Each engine is the serving
+Requests arrive from a ``Workload`` into the scheduler's own ``Dispatcher`` (``forethought.scheduling``,
+the code the scheduler service runs): a ``GlobalQueue`` ordered by a ``QueuePolicy``, per-engine room
+(at most ``max_waiting_per_engine`` requests placed but not yet running) and a ``Router``, which sees how
+many leading prompt blocks each engine caches according to an ``InMemoryPrefixIndex`` fed only by the
+engines' own cache events. Each engine is the serving
 ``EngineCore``: an iteration runs ``step(now)`` and its tokens appear ``duration_s`` later on the virtual
 clock. Closed-loop batches resubmit when a batch completes; a conversation's next turn arrives a think time
 after the previous turn completes. Same inputs and seeds, same run: nothing reads the wall clock.
@@ -15,7 +16,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from forethought.engine.backend import GenerationRequest, SamplingParams, ServiceClass
 from forethought.engine.core import EngineCore, StepOutput
@@ -23,7 +24,8 @@ from forethought.prefix.hashing import chained_block_hashes
 from forethought.prefix.memory_index import InMemoryPrefixIndex
 from forethought.queueing.global_queue import GlobalQueue
 from forethought.queueing.policy import QueuedRequest
-from forethought.routing.router import Router, RoutingRequest
+from forethought.routing.router import Router
+from forethought.scheduling import Dispatcher, ScheduledRequest, WorkerSlots, WorkerView
 from forethought.sim.events import (
     BatchSubmitted,
     DispatchDue,
@@ -54,7 +56,6 @@ class _Engine:
     core: EngineCore
     stepping: bool = False
     load_reported_s: float = float("-inf")
-    admitted: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -76,15 +77,21 @@ class SimulationResult:
         return summarize_by_class(self.records, duration_s or self.duration_s)
 
 
+UNBOUNDED = 1 << 62
+"""An engine's capacity in the dispatcher's slots (the simulated engines take every request placed on
+them), and its waiting room when ``max_waiting_per_engine`` is None."""
+
+
 class ClusterSimulator:
     """One replay of ``workload`` over ``engines``; call ``run`` once.
 
     Args:
         engines: engine id -> a fresh engine core (ids are what the router and prefix index name).
-        router: places each dispatched request; unused decisions never happen with one engine.
+        router: places each dispatched request (with one engine it has one choice).
         queue: the global wait queue and its order.
-        max_waiting_per_engine: admitted-but-not-running requests an engine may hold; None admits
-            everything at once (one engine with its own scheduler, as in the BROS experiments).
+        max_waiting_per_engine: placed-but-not-running requests an engine may hold (the scheduler's
+            ``--max-waiting-per-worker``); None admits everything at once (one engine with its own
+            scheduler, as in the BROS experiments).
         block_size: prefix-cache block size of the engines, for prompt block hashes.
         output_predictor: forecast of a request's output tokens for the queue order and the router
             (SSJF's proxy model, or an oracle reading the trace); None forecasts 0.
@@ -100,9 +107,8 @@ class ClusterSimulator:
             raise ValueError("the cluster needs at least one engine")
         self._workload = workload
         self._engines = {engine_id: _Engine(core) for engine_id, core in engines.items()}
-        self._router = router
-        self._queue = queue
-        self._max_waiting = max_waiting_per_engine
+        self._dispatcher = Dispatcher(router, queue, WorkerSlots(max_waiting_per_engine or UNBOUNDED))
+        self._dispatcher.sync_workers({engine_id: WorkerView(engine_id, UNBOUNDED) for engine_id in engines}, 0.0)
         self._block_size = block_size
         self._predict = output_predictor or (lambda request: 0.0)
         self._load_report_interval_s = load_report_interval_s
@@ -112,8 +118,6 @@ class ClusterSimulator:
         self._batch_outstanding: dict[tuple[int, int], int] = {}
         self._records: list[RequestRecord] = []
         self._dispatch_pending = False
-        for engine_id in self._engines:
-            router.add_worker(engine_id, 0.0)
 
     def run(self, until_s: float | None = None) -> SimulationResult:
         """Replays until no event is left or the next one is after ``until_s``."""
@@ -130,7 +134,7 @@ class ClusterSimulator:
             for caused in event.handle(self):
                 heapq.heappush(heap, (caused.time_s, caused.order, next(sequence), caused))
         return SimulationResult(tuple(self._records), now, until_s, events,
-                                unfinished=len(self._flights) + len(self._arriving) + len(self._queue))
+                                unfinished=len(self._flights) + len(self._arriving) + self._dispatcher.waiting)
 
     def _initial_events(self) -> list[Event]:
         events: list[Event] = [RequestArrived(r.arrival_s, r) for r in self._workload.requests]
@@ -149,11 +153,14 @@ class ClusterSimulator:
         flight = self._arriving.pop(request.request_id, None) or _Flight(request, now)
         flight.arrival_s = now
         self._flights[request.request_id] = flight
-        self._queue.push(QueuedRequest(
+        queued = QueuedRequest(
             request_id=request.request_id, arrival_s=now, prompt_tokens=request.prompt_tokens,
             predicted_output_tokens=self._predict(request), service_class=request.service_class,
             ttft_slo_s=request.ttft_slo_s,
-        ), now)
+        )
+        # One engine needs no prefix match: the router has no choice to make.
+        hashes = chained_block_hashes(request.prompt_token_ids(), self._block_size) if len(self._engines) > 1 else []
+        self._dispatcher.submit(ScheduledRequest(queued, "", tuple(hashes), self._block_size), now)
         return self._dispatch_soon(now)
 
     def submit_batch(self, source_index: int, batch_index: int, now: float) -> Sequence[Event]:
@@ -168,17 +175,15 @@ class ClusterSimulator:
         return [RequestArrived(now, request) for request in batch]
 
     def dispatch(self, now: float) -> Sequence[Event]:
-        """Places waiting requests, in queue order, while some engine has room."""
+        """Places waiting requests, in queue order, as many as the engines have room for."""
         self._dispatch_pending = False
         woken: list[Event] = []
-        while len(self._queue) and self._has_room():
-            queued = self._queue.pop(now)
-            assert queued is not None  # NOTE: the queue is not empty
-            flight = self._flights[queued.request_id]
-            engine_id = self._place(flight.request, now)
+        for taken in self._dispatcher.take(now):
+            placed = self._dispatcher.place(taken.request_id, self._prefix_index.match(taken.block_hashes), now)
+            assert placed is not None  # NOTE: nothing cancels a request or removes an engine mid-run
+            flight = self._flights[taken.request_id]
+            engine_id = flight.engine_id = placed.worker_id
             engine = self._engines[engine_id]
-            flight.engine_id = engine_id
-            engine.admitted.add(flight.request.request_id)
             engine.core.add_request(_generation_request(flight.request), now)
             if not engine.stepping:
                 engine.stepping = True
@@ -203,16 +208,14 @@ class ClusterSimulator:
             flight = self._flights.get(request_id)
             if flight is not None and flight.first_token_s is None:
                 flight.first_token_s = now
-                engine.admitted.discard(request_id)
-                self._router.observe_ttft(request_id, now - flight.arrival_s, now)
+                self._dispatcher.first_token(request_id, now)
         caused: list[Event] = []
         for request_id, outcome in output.finished.items():
-            engine.admitted.discard(request_id)
             caused.extend(self._complete(request_id, outcome.usage.cached_prompt_tokens,
                                          outcome.usage.output_tokens, now))
         if len(self._engines) > 1 and now - engine.load_reported_s >= self._load_report_interval_s:
             engine.load_reported_s = now
-            self._router.observe_load(engine_id, engine.core.stats(), now)
+            self._dispatcher.router.observe_load(engine_id, engine.core.stats(), now)
         if engine.core.has_work():
             caused.append(IterationStarted(now, engine_id))
         else:
@@ -225,7 +228,7 @@ class ClusterSimulator:
     def _complete(self, request_id: str, cached_tokens: int, output_tokens: int,
                   now: float) -> Sequence[Event]:
         flight = self._flights.pop(request_id)
-        self._router.on_finished(request_id, now, output_tokens)
+        self._dispatcher.finish(request_id, now, output_tokens)
         request = flight.request
         self._records.append(RequestRecord(
             request_id=request_id, service_class=request.service_class, arrival_s=flight.arrival_s,
@@ -256,26 +259,10 @@ class ClusterSimulator:
 
     def _dispatch_soon(self, now: float) -> Sequence[Event]:
         # One dispatch per instant, after every arrival of that instant.
-        if self._dispatch_pending or not len(self._queue):
+        if self._dispatch_pending or not self._dispatcher.waiting:
             return ()
         self._dispatch_pending = True
         return [DispatchDue(now)]
-
-    def _has_room(self) -> bool:
-        if self._max_waiting is None:
-            return True
-        return any(len(engine.admitted) < self._max_waiting for engine in self._engines.values())
-
-    def _place(self, request: TraceRequest, now: float) -> str:
-        if len(self._engines) == 1:
-            return next(iter(self._engines))
-        hashes = tuple(chained_block_hashes(request.prompt_token_ids(), self._block_size))
-        routing = RoutingRequest(
-            request_id=request.request_id, prompt_tokens=request.prompt_tokens, block_hashes=hashes,
-            block_size=self._block_size, predicted_output_tokens=self._predict(request),
-            service_class=request.service_class, cached_blocks=self._prefix_index.match(hashes),
-        )
-        return self._router.choose(routing, now)
 
 
 def _generation_request(request: TraceRequest) -> GenerationRequest:
