@@ -46,6 +46,8 @@ from forethought.routing import RoutingRequest, build_router
 BLOCK_SIZE = 16
 WORKERS = 8
 MODEL = "SmolLM2-135M-Instruct"
+BARE_RELAY = "bare-relay"
+"""``--service-routers`` name of the floor run: ``forethought.bench.bare_relay`` instead of the scheduler."""
 
 
 @dataclass(frozen=True)
@@ -151,17 +153,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="forethought bench placement", description=__doc__.split("\n")[0])
     parser.add_argument("--decisions", type=int, default=5000)
     parser.add_argument("--routers", default="e2,cache_aware,kv_cost,round_robin")
-    parser.add_argument("--batches", default="1,8",
+    parser.add_argument("--batches", default="1,4,8",
                         help="prompts matched per round trip, comma-separated (1: one request at a time; "
-                             "8: a placement cycle with 8 requests waiting)")
+                             "4 or 8: a placement cycle with that many requests waiting)")
     parser.add_argument("--calls", type=int, default=6000, help="Generate calls of each saturation run")
     parser.add_argument("--clients", type=int, default=3, help="client processes of the saturation runs")
     parser.add_argument("--concurrency", type=int, default=16, help="calls in flight per client process")
     parser.add_argument("--rate", type=float, default=100.0, help="calls/s of the moderate-load run")
     parser.add_argument("--moderate-calls", type=int, default=3000, help="calls of the moderate-load run")
     parser.add_argument("--workers", type=int, default=2, help="null-engine workers of the service part")
-    parser.add_argument("--service-routers", default="e2,cache_aware",
-                        help="the scheduler's router in each service run (cache_aware: a router that costs next to nothing)")
+    parser.add_argument("--service-routers", default=f"e2,cache_aware,{BARE_RELAY}",
+                        help="the scheduler's router in each service run (cache_aware: a router that costs next "
+                             f"to nothing; {BARE_RELAY}: a front door that only relays, the gRPC floor)")
     parser.add_argument("--skip-service", action="store_true", help="only the in-process part")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("docs/results/placement"))
@@ -236,23 +239,28 @@ class LoadResult:
 
 @contextmanager
 def mesh_processes(redis_port: int, workers: int, router: str) -> Iterator[Mesh]:
-    """Null-engine workers and one scheduler, each a process of its own."""
+    """Null-engine workers and one scheduler (or, for ``BARE_RELAY``, the bare relay in its place), each a
+    process of its own."""
     common = ["--redis-url", f"redis://127.0.0.1:{redis_port}/0", "--namespace", f"bench-service-{router}",
               "--log-level", "WARNING"]
     processes: dict[str, subprocess.Popen[bytes]] = {}
 
-    def start(name: str, service: str, *args: str) -> str:
+    def start(name: str, *command: str) -> str:
         port = free_port()
-        processes[name] = subprocess.Popen(
-            [sys.executable, "-m", "forethought.cli", "serve", service, "--port", str(port), *common, *args],
-            env=dict(os.environ), stdout=subprocess.DEVNULL)
+        processes[name] = subprocess.Popen([sys.executable, "-m", *command, "--port", str(port)],
+                                           env=dict(os.environ), stdout=subprocess.DEVNULL)
         return f"127.0.0.1:{port}"
 
     try:
-        worker_addresses = [start(f"worker-{i}", "worker", "--engine", "null", "--worker-id", f"null-{i}",
-                                  "--model", MODEL, "--capacity", "1024") for i in range(workers)]
-        scheduler = start("scheduler", "scheduler", "--router", router, "--registry-poll-s", "0.2",
-                          "--max-waiting-per-worker", "64")
+        worker_addresses = [start(f"worker-{i}", "forethought.cli", "serve", "worker", *common, "--engine", "null",
+                                  "--worker-id", f"null-{i}", "--model", MODEL, "--capacity", "1024")
+                            for i in range(workers)]
+        if router == BARE_RELAY:
+            scheduler = start("scheduler", "forethought.bench.bare_relay",
+                              *(flag for address in worker_addresses for flag in ("--worker", address)))
+        else:
+            scheduler = start("scheduler", "forethought.cli", "serve", "scheduler", *common, "--router", router,
+                              "--registry-poll-s", "0.2", "--max-waiting-per-worker", "64")
         yield Mesh(Target(scheduler, True), [Target(a, False) for a in worker_addresses],
                    {name: process.pid for name, process in processes.items()})
     finally:
