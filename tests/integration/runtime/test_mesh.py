@@ -73,6 +73,31 @@ def test_cancel_aborts_the_request_on_its_worker(mesh):
             scheduler_pb2.CancelRequest(request_id="long-1"), timeout=5).cancelled
 
 
+def worker_load(address: str) -> int:
+    """Requests running or waiting on the worker, from its Stats stream."""
+    with grpc.insecure_channel(address) as channel:
+        load = next(worker_pb2_grpc.WorkerServiceStub(channel).Stats(worker_pb2.StatsRequest(interval_s=0.1), timeout=5)).load
+    return load.best_effort.running + load.best_effort.waiting
+
+
+def test_a_client_that_cancels_its_call_frees_the_worker(mesh):
+    scheduler, _ = mesh
+    with grpc.insecure_channel(scheduler.address) as channel:
+        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        wait_for_workers(stub, 2)
+        time.sleep(0.3)
+        stream = stub.Generate(token_request("walks-away", 5000), timeout=60)
+        first = next(stream)
+        addresses = {info.worker_id: info.address for info in stub.ListWorkers(scheduler_pb2.ListWorkersRequest(), timeout=5).workers}
+        home = addresses[first.worker_id]
+        assert worker_load(home) == 1
+        stream.cancel()
+        deadline = time.monotonic() + 10
+        while worker_load(home) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert worker_load(home) == 0
+
+
 def test_an_expired_client_deadline_frees_the_worker(start_service):
     worker = start_service("worker", "--engine", "sim", "--sim-speedup", "1")
     with grpc.insecure_channel(worker.address) as channel:
