@@ -107,7 +107,8 @@ class ClusterSimulator:
             raise ValueError("the cluster needs at least one engine")
         self._workload = workload
         self._engines = {engine_id: _Engine(core) for engine_id, core in engines.items()}
-        self._dispatcher = Dispatcher(router, queue, WorkerSlots(max_waiting_per_engine or UNBOUNDED))
+        waiting_room = UNBOUNDED if max_waiting_per_engine is None else max_waiting_per_engine
+        self._dispatcher = Dispatcher(router, queue, WorkerSlots(waiting_room))
         self._dispatcher.sync_workers({engine_id: WorkerView(engine_id, UNBOUNDED) for engine_id in engines}, 0.0)
         self._block_size = block_size
         self._predict = output_predictor or (lambda request: 0.0)
