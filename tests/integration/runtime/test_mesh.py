@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import grpc
 import pytest
@@ -36,41 +37,16 @@ def wait_for_workers(stub: scheduler_pb2_grpc.SchedulerServiceStub, count: int) 
 
 
 @pytest.fixture
-def mesh(start_service):
-    workers = [start_service("worker", "--engine", "sim", "--sim-speedup", "5", "--worker-id", f"w{i}") for i in range(2)]
-    scheduler = start_service("scheduler", "--registry-poll-s", "0.1")
-    return scheduler, workers
-
-
-def test_tokens_stream_from_a_worker_through_the_scheduler(mesh):
-    scheduler, _ = mesh
-    with grpc.insecure_channel(scheduler.address) as channel:
+def scheduler(start_service) -> Iterator[scheduler_pb2_grpc.SchedulerServiceStub]:
+    """A scheduler's stub once it has adopted its two sim workers, w0 and w1."""
+    for index in range(2):
+        start_service("worker", "--engine", "sim", "--sim-speedup", "5", "--worker-id", f"w{index}")
+    address = start_service("scheduler", "--registry-poll-s", "0.1").address
+    with grpc.insecure_channel(address) as channel:
         stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
         assert {worker.worker_id for worker in wait_for_workers(stub, 2)} == {"w0", "w1"}
         time.sleep(0.3)  # the scheduler's next registry read adopts both workers
-        replies = list(stub.Generate(token_request("r1", 12), timeout=30))
-    assert replies[0].worker_id in {"w0", "w1"}
-    assert sum(len(reply.token_ids) for reply in replies) == 12
-    assert replies[-1].finish_reason == common_pb2.FINISH_REASON_LENGTH
-    assert replies[-1].usage.prompt_tokens == 64
-    assert replies[-1].usage.output_tokens == 12
-
-
-def test_cancel_aborts_the_request_on_its_worker(mesh):
-    scheduler, _ = mesh
-    with grpc.insecure_channel(scheduler.address) as channel:
-        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
-        wait_for_workers(stub, 2)
-        time.sleep(0.3)
-        stream = stub.Generate(token_request("long-1", 2000), timeout=60)
-        first = next(stream)
-        assert stub.Cancel(scheduler_pb2.CancelRequest(request_id="long-1"), timeout=5).cancelled
-        rest = list(stream)
-    assert rest[-1].finish_reason == common_pb2.FINISH_REASON_ABORT
-    assert len(first.token_ids) + sum(len(reply.token_ids) for reply in rest) < 2000
-    with grpc.insecure_channel(scheduler.address) as channel:
-        assert not scheduler_pb2_grpc.SchedulerServiceStub(channel).Cancel(
-            scheduler_pb2.CancelRequest(request_id="long-1"), timeout=5).cancelled
+        yield stub
 
 
 def worker_load(address: str) -> int:
@@ -80,22 +56,41 @@ def worker_load(address: str) -> int:
     return load.best_effort.running + load.best_effort.waiting
 
 
-def test_a_client_that_cancels_its_call_frees_the_worker(mesh):
-    scheduler, _ = mesh
-    with grpc.insecure_channel(scheduler.address) as channel:
-        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
-        wait_for_workers(stub, 2)
-        time.sleep(0.3)
-        stream = stub.Generate(token_request("walks-away", 5000), timeout=60)
-        first = next(stream)
-        addresses = {info.worker_id: info.address for info in stub.ListWorkers(scheduler_pb2.ListWorkersRequest(), timeout=5).workers}
-        home = addresses[first.worker_id]
-        assert worker_load(home) == 1
-        stream.cancel()
-        deadline = time.monotonic() + 10
-        while worker_load(home) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert worker_load(home) == 0
+def wait_until_idle(address: str, timeout_s: float = 10.0) -> int:
+    """Polls the worker's load until it is 0 or the time is up; returns the last load."""
+    deadline = time.monotonic() + timeout_s
+    while (load := worker_load(address)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return load
+
+
+def test_tokens_stream_from_a_worker_through_the_scheduler(scheduler):
+    replies = list(scheduler.Generate(token_request("r1", 12), timeout=30))
+    assert replies[0].worker_id in {"w0", "w1"}
+    assert sum(len(reply.token_ids) for reply in replies) == 12
+    assert replies[-1].finish_reason == common_pb2.FINISH_REASON_LENGTH
+    assert replies[-1].usage.prompt_tokens == 64
+    assert replies[-1].usage.output_tokens == 12
+
+
+def test_cancel_aborts_the_request_on_its_worker(scheduler):
+    stream = scheduler.Generate(token_request("long-1", 2000), timeout=60)
+    first = next(stream)
+    assert scheduler.Cancel(scheduler_pb2.CancelRequest(request_id="long-1"), timeout=5).cancelled
+    rest = list(stream)
+    assert rest[-1].finish_reason == common_pb2.FINISH_REASON_ABORT
+    assert len(first.token_ids) + sum(len(reply.token_ids) for reply in rest) < 2000
+    assert not scheduler.Cancel(scheduler_pb2.CancelRequest(request_id="long-1"), timeout=5).cancelled
+
+
+def test_a_client_that_cancels_its_call_frees_the_worker(scheduler):
+    stream = scheduler.Generate(token_request("walks-away", 5000), timeout=60)
+    first = next(stream)
+    workers = scheduler.ListWorkers(scheduler_pb2.ListWorkersRequest(), timeout=5).workers
+    home = next(worker.address for worker in workers if worker.worker_id == first.worker_id)
+    assert worker_load(home) == 1
+    stream.cancel()
+    assert wait_until_idle(home) == 0
 
 
 def test_an_expired_client_deadline_frees_the_worker(start_service):
@@ -107,13 +102,7 @@ def test_an_expired_client_deadline_frees_the_worker(start_service):
                 request_id="slow", prompt_token_ids=[1, 2, 3], max_tokens=5000,
                 sampling=common_pb2.SamplingParams(ignore_eos=True)), timeout=0.5))
         assert raised.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            load = next(stub.Stats(worker_pb2.StatsRequest(interval_s=0.1), timeout=5)).load
-            if load.best_effort.running + load.best_effort.waiting == 0:
-                break
-            time.sleep(0.1)
-        assert load.best_effort.running + load.best_effort.waiting == 0
+    assert wait_until_idle(worker.address) == 0
 
 
 async def test_one_trace_spans_client_scheduler_and_worker(redis_server, namespace):
