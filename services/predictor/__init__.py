@@ -14,7 +14,6 @@ import grpc
 
 from forethought.config import ConfigError, ServiceSettings, option
 from forethought.predict import (
-    NO_HISTORY,
     BatchingPredictor,
     ConversationHistory,
     InvalidPrompt,
@@ -72,8 +71,7 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
         require(1 <= len(request.prompts) <= MAX_PROMPTS, "prompts", f"must hold 1..{MAX_PROMPTS} prompts")
         if request.model and request.model != SERVED_MODEL:
             raise NotFound(f"model: forecasts count {SERVED_MODEL} tokens; {request.model!r} has no predictor")
-        require(len(request.histories) in (0, len(request.prompts)), "histories", "must be empty or hold one history per prompt")
-        histories = [history_from_proto(history) for history in request.histories] or [NO_HISTORY] * len(request.prompts)
+        histories = [history_from_proto(history) for history in request.histories] or None
         try:
             forecasts = await self._batching.predict_many(list(request.prompts), histories)
         except InvalidPrompt as error:

@@ -14,7 +14,7 @@ from forethought.predict.forecast import (
     LengthForecast,
     validate_prompt,
 )
-from forethought.predict.history import NO_HISTORY, ConversationHistory, validate_history
+from forethought.predict.history import NO_HISTORY, ConversationHistory, validate_history, validated_histories
 
 PredictBatch = Callable[[list[str], list[ConversationHistory]], list[LengthForecast]]
 Waiting = tuple[str, ConversationHistory, "asyncio.Future[LengthForecast]"]
@@ -48,7 +48,23 @@ class BatchingPredictor:
             InvalidPrompt: a bad prompt or history, at once, before joining a batch.
         """
         validate_prompt(prompt, field_name, self._max_prompt_chars)
-        validate_history(history)
+        return await self._join(prompt, validate_history(history))
+
+    async def predict_many(
+        self, prompts: Sequence[str], histories: Sequence[ConversationHistory] | None = None
+    ) -> list[LengthForecast]:
+        """Forecast several prompts, each batched like ``predict``; ``histories``: none, or one per prompt.
+
+        Raises:
+            InvalidPrompt: any bad prompt or history, before any of them joins a batch.
+        """
+        for index, prompt in enumerate(prompts):
+            validate_prompt(prompt, f"prompts[{index}]", self._max_prompt_chars)
+        paired = validated_histories(histories, len(prompts))
+        return list(await asyncio.gather(*(self._join(prompt, history) for prompt, history in zip(prompts, paired))))
+
+    async def _join(self, prompt: str, history: ConversationHistory) -> LengthForecast:
+        """Adds a validated prompt to the next batch and waits for its forecast."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[LengthForecast] = loop.create_future()
         self._waiting.append((prompt, history, future))
@@ -57,13 +73,6 @@ class BatchingPredictor:
         elif self._timer is None:
             self._timer = loop.call_later(self._max_wait_s, self._dispatch)
         return await future
-
-    async def predict_many(self, prompts: Sequence[str], histories: Sequence[ConversationHistory]) -> list[LengthForecast]:
-        """``histories`` pairs with ``prompts`` (the caller checks the counts)."""
-        for index, (prompt, history) in enumerate(zip(prompts, histories, strict=True)):
-            validate_prompt(prompt, f"prompts[{index}]", self._max_prompt_chars)
-            validate_history(history, f"histories[{index}]")
-        return list(await asyncio.gather(*(self.predict(prompt, history) for prompt, history in zip(prompts, histories))))
 
     def _dispatch(self) -> None:
         if self._timer is not None:

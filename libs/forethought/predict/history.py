@@ -50,6 +50,15 @@ def validate_history(history: object, field_name: str = "history") -> Conversati
     return history
 
 
+def validated_histories(histories: Sequence[ConversationHistory] | None, count: int) -> list[ConversationHistory]:
+    """``histories`` checked against ``count`` prompts; none means every prompt starts its conversation."""
+    if histories is None:
+        return [NO_HISTORY] * count
+    if len(histories) != count:
+        raise InvalidPrompt("histories", f"must be empty or hold one history per prompt ({count}), got {len(histories)}")
+    return [validate_history(history, f"histories[{index}]") for index, history in enumerate(histories)]
+
+
 def history_features(histories: Sequence[ConversationHistory]) -> np.ndarray:
     """One row of ``HISTORY_FEATURES`` per history: has-history, then the last, second-last, mean, longest
     and shortest earlier answer (log characters) and the number of earlier rounds (log)."""

@@ -17,7 +17,6 @@ import numpy as np
 from forethought.predict.buckets import QUANTILE_PERCENTS, ResidualSpread
 from forethought.predict.forecast import (
     MAX_PROMPT_CHARS,
-    InvalidPrompt,
     LengthForecast,
     validate_length,
     validate_prompt,
@@ -29,6 +28,7 @@ from forethought.predict.history import (
     ConversationHistory,
     head_inputs,
     validate_history,
+    validated_histories,
 )
 from forethought.predict.length_cache import LengthCache
 from forethought.predict.observations import Observation, ObservationStore
@@ -182,15 +182,6 @@ class Predictor:
             raise ValueError("refit of a predictor not loaded from a folder needs out_dir")
         stem = self.artifact_dir.name.split("-v")[0]
         return self.artifact_dir.parent / f"{stem}-v{version}"
-
-
-def validated_histories(histories: Sequence[ConversationHistory] | None, count: int) -> list[ConversationHistory]:
-    """``histories`` checked against ``count`` prompts; none means every prompt starts its conversation."""
-    if histories is None:
-        return [NO_HISTORY] * count
-    if len(histories) != count:
-        raise InvalidPrompt("histories", f"must be empty or hold one history per prompt ({count}), got {len(histories)}")
-    return [validate_history(history, f"histories[{index}]") for index, history in enumerate(histories)]
 
 
 def refit_rows(count: int) -> tuple[np.ndarray, np.ndarray]:
