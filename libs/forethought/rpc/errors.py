@@ -2,11 +2,21 @@
 
 Library code raises these (or ValueError); one interceptor turns them into gRPC statuses, so servicers
 never build statuses by hand and a message always names the field and the rule it broke.
+
+Errors with something a program should act on also carry it as a standard ``google.rpc`` detail in the
+status (``grpc-status-details-bin``), which gRPC clients of every language decode: ``BadRequest`` with
+the field and its rule, ``RetryInfo`` with the delay before a retry.
 """
 
 from __future__ import annotations
 
 import grpc
+from google.protobuf import duration_pb2
+from google.protobuf.message import Message
+from google.rpc import error_details_pb2, status_pb2
+
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
+"""The trailing metadata that carries the serialized ``google.rpc.Status`` (a convention of every gRPC language)."""
 
 
 class ServiceError(Exception):
@@ -18,6 +28,18 @@ class ServiceError(Exception):
         super().__init__(message)
         self.message = message
 
+    def detail(self) -> Message | None:
+        """The ``google.rpc`` error detail a client program reads, if the error has one."""
+        return None
+
+    def rich_status(self) -> status_pb2.Status:
+        """The ``google.rpc.Status`` of this error: its code, message and detail."""
+        status = status_pb2.Status(code=self.code.value[0], message=self.message)
+        detail = self.detail()
+        if detail is not None:
+            status.details.add().Pack(detail)
+        return status
+
 
 class InvalidArgument(ServiceError):
     """A request field breaks a rule: the message is ``<field>: <rule>``."""
@@ -28,6 +50,10 @@ class InvalidArgument(ServiceError):
         super().__init__(f"{field}: {rule}")
         self.field = field
         self.rule = rule
+
+    def detail(self) -> error_details_pb2.BadRequest:
+        return error_details_pb2.BadRequest(
+            field_violations=[error_details_pb2.BadRequest.FieldViolation(field=self.field, description=self.rule)])
 
 
 class NotFound(ServiceError):
@@ -55,6 +81,11 @@ class ResourceExhausted(ServiceError):
         super().__init__(f"{message}; retry after {retry_after_s:.2f} s")
         self.retry_after_s = retry_after_s
 
+    def detail(self) -> error_details_pb2.RetryInfo:
+        delay = duration_pb2.Duration()
+        delay.FromNanoseconds(round(self.retry_after_s * 1e9))
+        return error_details_pb2.RetryInfo(retry_delay=delay)
+
 
 class Unavailable(ServiceError):
     """A dependency is down or the work was lost mid-way; the message says whether to retry."""
@@ -66,3 +97,11 @@ def require(condition: bool, field: str, rule: str) -> None:
     """Raises InvalidArgument(field, rule) unless ``condition`` holds."""
     if not condition:
         raise InvalidArgument(field, rule)
+
+
+def rich_status_of(error: grpc.aio.AioRpcError | grpc.Call) -> status_pb2.Status | None:
+    """The ``google.rpc.Status`` a failed call carries (None when it has no details): the client side."""
+    for key, value in error.trailing_metadata() or ():
+        if key == STATUS_DETAILS_KEY:
+            return status_pb2.Status.FromString(value)
+    return None

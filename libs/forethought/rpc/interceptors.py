@@ -24,12 +24,13 @@ from typing import Any
 import grpc
 from opentelemetry import propagate, trace
 
-from forethought.rpc.errors import ResourceExhausted, ServiceError
+from forethought.rpc.errors import STATUS_DETAILS_KEY, ResourceExhausted, ServiceError
 from forethought.telemetry.metrics import RPC_LATENCY, RPC_REQUESTS
 
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_KEY = "retry-after-s"
+"""Trailing metadata with ``RetryInfo``'s delay in seconds, for callers that read metadata but not status details."""
 
 
 class StatusInterceptor(grpc.aio.ServerInterceptor):
@@ -147,9 +148,13 @@ async def _abort(error: Exception, context: grpc.aio.ServicerContext, labels: tu
     if isinstance(error, grpc.aio.AbortError):
         raise error
     if isinstance(error, ServiceError):
+        trailing: list[tuple[str, str | bytes]] = []
+        status = error.rich_status()
+        if status.details:
+            trailing.append((STATUS_DETAILS_KEY, status.SerializeToString()))
         if isinstance(error, ResourceExhausted):
-            context.set_trailing_metadata(((RETRY_AFTER_KEY, f"{error.retry_after_s:.3f}"),))
-        await context.abort(error.code, error.message)
+            trailing.append((RETRY_AFTER_KEY, f"{error.retry_after_s:.3f}"))
+        await context.abort(error.code, error.message, tuple(trailing))
     if isinstance(error, NotImplementedError):
         # The generated base servicer raises this for RPCs a service does not offer yet.
         await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{labels[0]}/{labels[1]} is not implemented by this server")

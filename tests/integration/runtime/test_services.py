@@ -6,8 +6,10 @@ import signal
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from forethought.rpc.errors import rich_status_of
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc
 
 FAST_SIM = ("--engine", "sim", "--sim-speedup", "20")
@@ -85,6 +87,9 @@ def test_malformed_scheduler_request_is_invalid_argument_naming_the_field(start_
             list(stub.Generate(scheduler_pb2.GenerateRequest(model="m", token_ids=common_pb2.TokenIds(ids=[1]), max_tokens=0), timeout=10))
         assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert raised.value.details().startswith("max_tokens:")
+        bad_request = error_details_pb2.BadRequest()
+        assert rich_status_of(raised.value).details[0].Unpack(bad_request)
+        assert bad_request.field_violations[0].field == "max_tokens"
         with pytest.raises(grpc.RpcError) as raised:
             list(stub.Generate(scheduler_pb2.GenerateRequest(model="m", max_tokens=3), timeout=10))
         assert raised.value.details().startswith("prompt:")

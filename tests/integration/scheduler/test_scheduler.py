@@ -15,9 +15,11 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2
 
 from forethought.cluster.redis_server import free_port
 from forethought.prefix.hashing import chained_block_hashes
+from forethought.rpc.errors import rich_status_of
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 MODEL = "SmolLM2-135M-Instruct"
@@ -158,6 +160,9 @@ def test_a_full_queue_refuses_with_a_retry_hint_and_a_queued_request_can_be_canc
     assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     hints = dict(refused.value.trailing_metadata() or ())
     assert float(hints["retry-after-s"]) > 0
+    retry = error_details_pb2.RetryInfo()
+    assert rich_status_of(refused.value).details[0].Unpack(retry)  # the same hint, as gRPC clients decode it
+    assert retry.retry_delay.ToNanoseconds() / 1e9 == pytest.approx(float(hints["retry-after-s"]), abs=5e-4)
     assert outcome["waiting"][-1].finish_reason == common_pb2.FINISH_REASON_ABORT
     assert not any(reply.token_ids for reply in outcome["waiting"])
 

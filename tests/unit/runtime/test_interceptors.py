@@ -8,7 +8,9 @@ import logging
 import grpc
 import pytest
 
-from forethought.rpc.errors import InvalidArgument, ResourceExhausted
+from google.rpc import error_details_pb2
+
+from forethought.rpc.errors import InvalidArgument, ResourceExhausted, rich_status_of
 from forethought.rpc.interceptors import RETRY_AFTER_KEY, StatusInterceptor
 from forethought.v1 import demand_pb2, demand_pb2_grpc
 
@@ -42,6 +44,12 @@ async def test_invalid_argument_names_the_field(stub):
         await stub.RegisterApplication(demand_pb2.RegisterApplicationRequest(application="bad"))
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert raised.value.details() == "application: must match [A-Za-z0-9_.-]{1,128}"
+    status = rich_status_of(raised.value)
+    assert (status.code, status.message) == (grpc.StatusCode.INVALID_ARGUMENT.value[0], raised.value.details())
+    bad_request = error_details_pb2.BadRequest()
+    assert status.details[0].Unpack(bad_request)
+    violation, = bad_request.field_violations
+    assert (violation.field, violation.description) == ("application", "must match [A-Za-z0-9_.-]{1,128}")
 
 
 async def test_resource_exhausted_carries_a_retry_hint(stub):
@@ -49,6 +57,16 @@ async def test_resource_exhausted_carries_a_retry_hint(stub):
         await stub.RegisterApplication(demand_pb2.RegisterApplicationRequest(application="full"))
     assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert dict(raised.value.trailing_metadata())[RETRY_AFTER_KEY] == "1.500"
+    retry = error_details_pb2.RetryInfo()
+    assert rich_status_of(raised.value).details[0].Unpack(retry)
+    assert retry.retry_delay.ToNanoseconds() == 1_500_000_000
+
+
+async def test_errors_without_a_detail_carry_no_status_details(stub, caplog):
+    with caplog.at_level(logging.ERROR), pytest.raises(grpc.aio.AioRpcError) as raised:
+        await stub.RegisterApplication(demand_pb2.RegisterApplicationRequest(application="x"))
+    assert raised.value.code() == grpc.StatusCode.INTERNAL
+    assert rich_status_of(raised.value) is None
 
 
 async def test_unexpected_errors_become_internal_with_a_logged_id(stub, caplog):
