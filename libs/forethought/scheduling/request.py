@@ -38,7 +38,6 @@ class ScheduledRequest:
 
     ``model``: the served model (only its workers are candidates). ``block_hashes``: the prompt's chained
     block hashes (``forethought.prefix.hashing``). ``attempts``: dispatches so far (retries add one each).
-    ``failed_workers``: workers that lost this request, never tried again for it.
     """
 
     queued: QueuedRequest
