@@ -89,7 +89,7 @@ class SchedulerShell:
         self._redis = aioredis.from_url(settings.redis_url)
         self._registry = WorkerRegistry(self._redis, settings.namespace, ttl_s=settings.heartbeat_ttl_s)
         self._index = RedisPrefixIndex(self._redis, settings.namespace)
-        self._pool = WorkerPool()
+        self._pool = WorkerPool(settings.heartbeat_ttl_s)
         self._tokenizer_channel = open_channel(settings.tokenizer_address) if settings.tokenizer_address else None
         self._tasks: list[asyncio.Task[None]] = []
         self.placement: PlacementLoop | None = None
@@ -136,7 +136,7 @@ class SchedulerShell:
     async def _refresh_workers(self) -> None:
         assert self.placement is not None
         records = await self._registry.workers()
-        self._pool.refresh(records)
+        await self._pool.refresh(records)
         self.placement.sync(records)
 
     async def _sweep(self) -> None:

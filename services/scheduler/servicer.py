@@ -8,6 +8,7 @@ demand service exists (the generated base servicer does that).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -35,6 +36,15 @@ from forethought.telemetry.tracing import trace_metadata
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2
 
 log = logging.getLogger(__name__)
+
+
+class WorkerLost(Exception):
+    """The request's worker left the registry while the request was on it."""
+
+
+def _being_cancelled() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
@@ -72,11 +82,10 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 except RequestWithdrawn:
                     yield scheduler_pb2.GenerateResponse(request_id=request_id, finish_reason=common_pb2.FINISH_REASON_ABORT)
                     return
-                priority = engine_priority(self._placement.dispatcher(request.model).queue.policy, scheduled.queued)
-                call = self._pool.stub(worker_id).Generate(
-                    worker_request(scheduled, request, token_ids, priority), timeout=context.time_remaining(),
-                    metadata=trace_metadata())
+                call = self._worker_call(worker_id, scheduled, request, token_ids, context)
                 try:
+                    if call is None:
+                        raise WorkerLost(f"worker {worker_id} left the registry before the call")
                     async for reply in self._relay(scheduled, call, request, prompt):
                         yield reply
                     return
@@ -84,14 +93,35 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                     if error.code().name not in WORKER_LOSS_CODES:
                         self._placement.finish(scheduled, None)
                         raise Unavailable(f"worker {worker_id} failed the request: {error.code().name}: {error.details()}") from error
-                    decision, retry = self._placement.worker_lost(scheduled)
-                    if retry is None:
-                        raise Unavailable(f"request {request_id}: {decision.reason}; retry the request") from error
-                    waiter = retry
+                    lost: Exception = error
+                except asyncio.CancelledError:
+                    # The pool closing a departed worker's channel cancels its calls; the client leaving
+                    # cancels this handler, which must go on unwinding.
+                    if self._pool.connected(worker_id) or _being_cancelled():
+                        raise
+                    lost = WorkerLost(f"worker {worker_id} left the registry (heartbeat expired) mid-request")
+                except WorkerLost as error:
+                    lost = error
                 finally:
-                    call.cancel()  # the client left or the stream ended: make sure the worker lets go
+                    if call is not None:
+                        call.cancel()  # the client left or the stream ended: make sure the worker lets go
+                decision, retry = self._placement.worker_lost(scheduled)
+                if retry is None:
+                    raise Unavailable(f"request {request_id}: {decision.reason}; retry the request") from lost
+                waiter = retry
         finally:
             self._release(scheduled)
+
+    def _worker_call(self, worker_id: str, scheduled: ScheduledRequest, request: scheduler_pb2.GenerateRequest,
+                     token_ids: list[int], context: grpc.aio.ServicerContext) -> grpc.aio.UnaryStreamCall | None:
+        """The request's stream on its worker; None when the worker left the registry since placement."""
+        try:
+            stub = self._pool.stub(worker_id)
+        except KeyError:
+            return None
+        priority = engine_priority(self._placement.dispatcher(request.model).queue.policy, scheduled.queued)
+        return stub.Generate(worker_request(scheduled, request, token_ids, priority), timeout=context.time_remaining(),
+                             metadata=trace_metadata())
 
     async def _relay(self, scheduled: ScheduledRequest, call: grpc.aio.UnaryStreamCall,
                      request: scheduler_pb2.GenerateRequest, prompt: ForecastPrompt) -> AsyncIterator[scheduler_pb2.GenerateResponse]:

@@ -139,6 +139,77 @@ def test_a_worker_killed_after_the_first_token_fails_the_stream_cleanly(start_se
     assert "after the first token" in failed.value.details()
 
 
+def test_a_hung_worker_is_given_up_when_its_heartbeat_expires_and_its_request_moves(start_service):
+    """A frozen worker keeps its connections open, so its stream never breaks: the registry says it died."""
+    hung = worker(start_service, "a-hung", "20")
+    front = scheduler(start_service)
+    try:
+        with grpc.insecure_channel(front.address) as channel:
+            stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+            adopted(stub, 1)
+            hung.process.send_signal(signal.SIGSTOP)  # still registered: the next request is placed on it
+            began = time.monotonic()
+            stream = stub.Generate(token_request("moved", list(range(400, 464)), 8), timeout=30)
+            worker(start_service, "b-live", "20")
+            replies = list(stream)
+            waited_s = time.monotonic() - began
+    finally:
+        hung.process.send_signal(signal.SIGKILL)
+    assert replies[0].worker_id == "b-live"
+    assert waited_s < 15  # the heartbeat's 2 s TTL (and b-live's start), not a connect timeout
+    assert sum(len(reply.token_ids) for reply in replies) == 8
+    assert replies[-1].finish_reason == common_pb2.FINISH_REASON_LENGTH
+    assert "worker a-hung was lost before the first token; retrying" in front.log()
+
+
+def test_a_worker_hung_after_the_first_token_fails_the_stream_cleanly(start_service):
+    workers = {name: worker(start_service, name, "1") for name in ("w0", "w1")}
+    front = scheduler(start_service)
+    try:
+        with grpc.insecure_channel(front.address) as channel:
+            stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+            adopted(stub, 2)
+            stream = stub.Generate(token_request("stuck", list(range(500, 564)), 4000), timeout=30)
+            first = next(stream)
+            workers[first.worker_id].process.send_signal(signal.SIGSTOP)
+            began = time.monotonic()
+            with pytest.raises(grpc.RpcError) as failed:
+                list(stream)
+            waited_s = time.monotonic() - began
+    finally:
+        for process in workers.values():
+            process.process.send_signal(signal.SIGKILL)
+    assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "after the first token" in failed.value.details()
+    assert waited_s < 15  # the heartbeat's 2 s TTL, not the call's 30 s deadline
+
+
+def test_a_draining_worker_finishes_its_stream_and_takes_no_new_request(start_service):
+    draining = start_service("worker", "--engine", "sim", "--sim-speedup", "1", "--worker-id", "w0",
+                             "--heartbeat-s", "0.5", "--heartbeat-ttl-s", "2", "--grace-s", "60")
+    front = scheduler(start_service)
+    with grpc.insecure_channel(front.address) as channel:
+        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        adopted(stub, 1)
+        stream = stub.Generate(token_request("finishing", list(range(600, 664)), 40), timeout=60)
+        first = next(stream)
+        draining.process.send_signal(signal.SIGTERM)
+        wait_until(lambda: _health(stub, "w0") == scheduler_pb2.WORKER_HEALTH_DRAINING, "w0 drains")
+        time.sleep(0.3)  # the scheduler's next registry read sees it
+        with pytest.raises(grpc.RpcError) as refused:
+            next(stub.Generate(token_request("late", list(range(700, 764)), 4), timeout=10))
+        rest = list(stream)
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "draining" in refused.value.details()
+    assert len(first.token_ids) + sum(len(reply.token_ids) for reply in rest) == 40
+    assert rest[-1].finish_reason == common_pb2.FINISH_REASON_LENGTH
+
+
+def _health(stub: scheduler_pb2_grpc.SchedulerServiceStub, worker_id: str) -> int:
+    workers = stub.ListWorkers(scheduler_pb2.ListWorkersRequest(), timeout=5).workers
+    return next((info.health for info in workers if info.worker_id == worker_id), scheduler_pb2.WORKER_HEALTH_UNSPECIFIED)
+
+
 def test_a_full_queue_refuses_with_a_retry_hint_and_a_queued_request_can_be_cancelled(start_service):
     worker(start_service, "w0", "0.001")
     front = scheduler(start_service, "--max-queue", "1", "--max-waiting-per-worker", "1")
