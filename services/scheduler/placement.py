@@ -17,7 +17,15 @@ from forethought.cluster.registry import WorkerRecord
 from forethought.queueing import QueueFull
 from forethought.rpc.errors import ResourceExhausted, Unavailable
 from forethought.scheduling import Dispatcher, Failover, ScheduledRequest, WorkerView
-from forethought.telemetry.metrics import DEGRADED, QUEUE_DEPTH
+from forethought.telemetry.metrics import (
+    DEGRADED,
+    FAILOVERS,
+    PLACED_CACHED_TOKENS,
+    PLACED_PROMPT_TOKENS,
+    PLACEMENTS,
+    QUEUE_DEPTH,
+    QUEUE_WAIT,
+)
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +93,7 @@ class PlacementLoop:
         """The request's worker broke; a retry comes with a new future to wait on."""
         decision = self.dispatcher(request.model).worker_lost(request.request_id, self._clock())
         log.warning("request %s: %s%s", request.request_id, decision.reason, "; retrying" if decision.retry else "")
+        FAILOVERS.labels(request.model, "retried" if decision.retry else "failed").inc()
         future = self._wait_for(request) if decision.retry else None
         self.wake()
         return decision, future
@@ -123,11 +132,19 @@ class PlacementLoop:
         now = self._clock()
         for request, cached in zip(taken, matches, strict=True):
             placed = dispatcher.place(request.request_id, cached, now)
-            waiter = self._waiters.get(request.request_id)
-            if placed is not None and waiter is not None:
-                del self._waiters[request.request_id]
-                if not waiter.done():
-                    waiter.set_result(placed.worker_id)
+            if placed is None:
+                continue
+            self._count(placed, dispatcher.router.decision, cached.get(placed.worker_id, 0), now)
+            waiter = self._waiters.pop(request.request_id, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(placed.worker_id)
+
+    @staticmethod
+    def _count(placed: ScheduledRequest, decision: str, cached_blocks: int, now: float) -> None:
+        PLACEMENTS.labels(placed.model, placed.worker_id, decision).inc()
+        PLACED_PROMPT_TOKENS.labels(placed.model).inc(placed.prompt_tokens)
+        PLACED_CACHED_TOKENS.labels(placed.model).inc(min(placed.prompt_tokens, cached_blocks * placed.block_size))
+        QUEUE_WAIT.labels(placed.model).observe(max(0.0, now - placed.queued.arrival_s))
 
     async def _match(self, prompts: list[tuple[int, ...]]) -> list[dict[str, int]]:
         """The prefix matches; with Redis unreachable, placement goes on by load alone."""

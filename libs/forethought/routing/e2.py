@@ -119,6 +119,10 @@ class E2Router(LedgerRouter):
         for replicas in self._replicas.values():
             replicas.pop(worker_id, None)
 
+    @property
+    def decision(self) -> str:
+        return self.last_decision.phase if self.last_decision is not None else self.name
+
     # ----- Algorithm 1 ------------------------------------------------------------------------
 
     def choose(self, request: RoutingRequest, now: float) -> str:

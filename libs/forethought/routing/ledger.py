@@ -47,6 +47,10 @@ class LedgerRouter(ABC):
         self.snapshots: dict[str, EngineStats] = {}
         self._by_request: dict[str, Assignment] = {}
 
+    @property
+    def decision(self) -> str:
+        return self.name
+
     def add_worker(self, worker_id: str, now: float) -> None:
         if worker_id not in self.outstanding:
             self.workers.append(worker_id)

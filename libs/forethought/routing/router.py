@@ -34,6 +34,10 @@ class Router(Protocol):
 
     name: str
 
+    @property
+    def decision(self) -> str:
+        """How the latest ``choose`` decided, for metrics (E2: its phase; the others: their name)."""
+
     def add_worker(self, worker_id: str, now: float) -> None: ...
 
     def remove_worker(self, worker_id: str, now: float) -> None: ...

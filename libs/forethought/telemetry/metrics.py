@@ -16,6 +16,25 @@ RPC_LATENCY = Histogram(
 QUEUE_DEPTH = Gauge("forethought_queue_depth", "requests waiting, by queue", ["service", "queue"])
 DEGRADED = Gauge("forethought_degraded", "1 while a dependency is down and the service degrades", ["service", "dependency"])
 
+# The scheduler's placements: where requests go, how the router chose, and what the prefix index promised.
+PLACEMENTS = Counter(
+    "forethought_placements_total", "requests placed on a worker, by how the router chose (E2: its phase)",
+    ["model", "worker", "decision"],
+)
+PLACED_PROMPT_TOKENS = Counter("forethought_placed_prompt_tokens_total", "prompt tokens of placed requests", ["model"])
+PLACED_CACHED_TOKENS = Counter(
+    "forethought_placed_cached_tokens_total",
+    "of those, the tokens the prefix index said the chosen worker caches (their ratio: the cluster prefix hit ratio)",
+    ["model"],
+)
+QUEUE_WAIT = Histogram(
+    "forethought_queue_wait_seconds", "arrival at the scheduler to placement on a worker", ["model"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
+FAILOVERS = Counter(
+    "forethought_failovers_total", "requests whose worker was lost: retried elsewhere or failed", ["model", "outcome"]
+)
+
 
 def start_metrics_server(host: str, port: int) -> int:
     """Serves /metrics; port 0 picks a free port. Returns the bound port."""

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 from google.rpc import error_details_pb2
+from prometheus_client.parser import text_string_to_metric_families
 
 from forethought.cluster.redis_server import free_port
 from forethought.prefix.hashing import chained_block_hashes
@@ -45,6 +46,13 @@ def wait_until(condition, what: str, timeout_s: float = 20.0) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"gave up waiting: {what}")
+
+
+def metric(port: int, name: str, **labels: str) -> float:
+    """The sum of the samples of ``name`` with ``labels`` on a service's /metrics page (0 when none)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+               if sample.name == name and labels.items() <= sample.labels.items())
 
 
 def adopted(stub: scheduler_pb2_grpc.SchedulerServiceStub, count: int) -> None:
@@ -99,10 +107,30 @@ def _cached_on(redis_url: str, namespace: str, worker_id: str) -> bool:
     return asyncio.run(match()).get(worker_id, 0) >= len(SHARED_PREFIX) // 16
 
 
+def test_metrics_show_where_requests_went_how_e2_chose_and_what_the_index_saved(start_service, redis_server, namespace):
+    for index in range(2):
+        worker(start_service, f"w{index}", "20")
+    port = free_port()
+    front = scheduler(start_service, "--metrics-port", str(port))
+    with grpc.insecure_channel(front.address) as channel:
+        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        adopted(stub, 2)
+        home = list(stub.Generate(token_request("seed", SHARED_PREFIX + [7] * 16, 4), timeout=30))[0].worker_id
+        wait_until(lambda: _cached_on(redis_server.url, namespace, home), "the seed's blocks reach the index")
+        follower = list(stub.Generate(token_request("follower", SHARED_PREFIX + [8] * 16, 4), timeout=30))
+    assert follower[0].worker_id == home
+    assert metric(port, "forethought_placements_total", model=MODEL, decision="explore") == 1  # nothing cached yet
+    assert metric(port, "forethought_placements_total", model=MODEL, worker=home, decision="exploit") == 1
+    assert metric(port, "forethought_placed_prompt_tokens_total", model=MODEL) == 2 * (len(SHARED_PREFIX) + 16)
+    assert metric(port, "forethought_placed_cached_tokens_total", model=MODEL) == len(SHARED_PREFIX)
+    assert metric(port, "forethought_queue_wait_seconds_count", model=MODEL) == 2
+
+
 def test_a_worker_killed_before_the_first_token_is_replaced_by_another(start_service):
     slow = worker(start_service, "a-slow", "0.001")  # placed first on ties; its prefill takes minutes
     worker(start_service, "b-fast", "20")
-    front = scheduler(start_service)
+    port = free_port()
+    front = scheduler(start_service, "--metrics-port", str(port))
     with grpc.insecure_channel(front.address) as channel:
         stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
         adopted(stub, 2)
@@ -114,6 +142,7 @@ def test_a_worker_killed_before_the_first_token_is_replaced_by_another(start_ser
     assert sum(len(reply.token_ids) for reply in replies) == 8
     assert replies[-1].finish_reason == common_pb2.FINISH_REASON_LENGTH
     assert "worker a-slow was lost before the first token; retrying" in front.log()
+    assert metric(port, "forethought_failovers_total", model=MODEL, outcome="retried") == 1
 
 
 def _running(stub: scheduler_pb2_grpc.SchedulerServiceStub, worker_id: str) -> bool:
@@ -126,7 +155,8 @@ def _running(stub: scheduler_pb2_grpc.SchedulerServiceStub, worker_id: str) -> b
 
 def test_a_worker_killed_after_the_first_token_fails_the_stream_cleanly(start_service):
     victims = {name: worker(start_service, name, "1") for name in ("w0", "w1")}
-    front = scheduler(start_service)
+    port = free_port()
+    front = scheduler(start_service, "--metrics-port", str(port))
     with grpc.insecure_channel(front.address) as channel:
         stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
         adopted(stub, 2)
@@ -137,6 +167,7 @@ def test_a_worker_killed_after_the_first_token_fails_the_stream_cleanly(start_se
             list(stream)
     assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
     assert "after the first token" in failed.value.details()
+    assert metric(port, "forethought_failovers_total", model=MODEL, outcome="failed") == 1
 
 
 def test_a_hung_worker_is_given_up_when_its_heartbeat_expires_and_its_request_moves(start_service):
