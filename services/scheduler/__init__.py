@@ -48,13 +48,15 @@ class Settings(ServiceSettings):
     max_waiting_per_worker: int = option(4, "requests sent to a worker ahead of its first token; the rest wait here")
     max_attempts: int = option(3, "dispatches per request: the first plus retries after losing a worker before its first token")
     block_size: int = option(16, "tokens per block of the prefix index")
+    index_timeout_s: float = option(0.25, "seconds a prefix-index match may take before placement goes on by load alone")
     registry_poll_s: float = option(0.5, "seconds between reads of the worker registry")
     heartbeat_ttl_s: float = option(5.0, "a worker whose heartbeat is older than this is dead")
     sweep_interval_s: float = option(10.0, "seconds between sweeps of dead workers out of the prefix index")
 
     def validate(self) -> None:
         super().validate()
-        positive = ("tokenizer_timeout_s", "predictor_timeout_s", "registry_poll_s", "heartbeat_ttl_s", "sweep_interval_s")
+        positive = ("tokenizer_timeout_s", "predictor_timeout_s", "index_timeout_s", "registry_poll_s", "heartbeat_ttl_s",
+                    "sweep_interval_s")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(name, "must be > 0", getattr(self, name))
@@ -89,7 +91,7 @@ class SchedulerShell:
         self._redis = aioredis.from_url(settings.redis_url)
         self._registry = WorkerRegistry(self._redis, settings.namespace, ttl_s=settings.heartbeat_ttl_s)
         self._index = RedisPrefixIndex(self._redis, settings.namespace)
-        self._pool = WorkerPool(settings.heartbeat_ttl_s)
+        self._pool = WorkerPool()
         self._tokenizer_channel = open_channel(settings.tokenizer_address) if settings.tokenizer_address else None
         self._tasks: list[asyncio.Task[None]] = []
         self.placement: PlacementLoop | None = None
@@ -97,7 +99,8 @@ class SchedulerShell:
 
     def register(self, server: grpc.aio.Server) -> None:
         tokenizer = tokenizer_pb2_grpc.TokenizerServiceStub(self._tokenizer_channel) if self._tokenizer_channel else None
-        self.placement = PlacementLoop(dispatcher_factory(self._settings), self._index.match_many)
+        self.placement = PlacementLoop(dispatcher_factory(self._settings), self._index.match_many,
+                                       index_timeout_s=self._settings.index_timeout_s)
         self._forecasts = ForecastClient(self._settings.predictor_address, self._settings.predictor_timeout_s)
         servicer = SchedulerServicer(
             self._pool, self._registry, self.placement, self._forecasts,

@@ -33,6 +33,11 @@ MatchPrefixes = Callable[[Sequence[Sequence[int]]], Awaitable[list[dict[str, int
 """Prompts' block hashes -> for each, worker -> leading blocks cached (``RedisPrefixIndex.match_many``)."""
 
 
+INDEX_RETRY_S = 1.0
+"""After the prefix index failed or stalled, placement goes by load alone this long before asking it again,
+so a frozen Redis costs one timeout a second, not one per placement."""
+
+
 class RequestWithdrawn(Exception):
     """The request was cancelled (by ``Cancel``) while it waited at the scheduler."""
 
@@ -41,10 +46,12 @@ class PlacementLoop:
     """Per-model dispatchers, the futures handlers wait on, and the task that places requests."""
 
     def __init__(self, build_dispatcher: Callable[[], Dispatcher], match_prefixes: MatchPrefixes,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, index_timeout_s: float = 0.25) -> None:
         self._build_dispatcher = build_dispatcher
         self._match_prefixes = match_prefixes
         self._clock = clock
+        self._index_timeout_s = index_timeout_s
+        self._index_retry_at = 0.0  # before this, placement does not ask the index (it just failed)
         self.dispatchers: dict[str, Dispatcher] = {}
         self._waiters: dict[str, asyncio.Future[str]] = {}
         self._wake = asyncio.Event()
@@ -147,12 +154,13 @@ class PlacementLoop:
         QUEUE_WAIT.labels(placed.model).observe(max(0.0, now - placed.queued.arrival_s))
 
     async def _match(self, prompts: list[tuple[int, ...]]) -> list[dict[str, int]]:
-        """The prefix matches; with Redis unreachable, placement goes on by load alone."""
-        if not any(prompts):
+        """The prefix matches; with Redis unreachable or stalled, placement goes on by load alone."""
+        if not any(prompts) or self._clock() < self._index_retry_at:
             return [{} for _ in prompts]
         try:
-            cached = await self._match_prefixes(prompts)
+            cached = await asyncio.wait_for(self._match_prefixes(prompts), self._index_timeout_s)
         except Exception as error:  # noqa: BLE001 - the index is advice: degrade, keep placing
+            self._index_retry_at = self._clock() + INDEX_RETRY_S
             self._index_health(False, error)
             return [{} for _ in prompts]
         self._index_health(True, None)
@@ -166,7 +174,7 @@ class PlacementLoop:
         if ok:
             log.info("prefix index reachable again: placement uses cached prefixes")
         else:
-            log.warning("prefix index unreachable (%s): degraded, placing by load only", error)
+            log.warning("prefix index unreachable (%s: %s): degraded, placing by load only", type(error).__name__, error)
 
     def _wait_for(self, request: ScheduledRequest) -> asyncio.Future[str]:
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()

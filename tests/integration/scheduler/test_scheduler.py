@@ -18,7 +18,7 @@ import pytest
 from google.rpc import error_details_pb2
 from prometheus_client.parser import text_string_to_metric_families
 
-from forethought.cluster.redis_server import free_port
+from forethought.cluster.redis_server import free_port, start_redis
 from forethought.prefix.hashing import chained_block_hashes
 from forethought.rpc.errors import rich_status_of
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
@@ -61,9 +61,9 @@ def adopted(stub: scheduler_pb2_grpc.SchedulerServiceStub, count: int) -> None:
     time.sleep(0.3)  # the scheduler's next registry read adopts them
 
 
-def worker(start_service, worker_id: str, speedup: str):
+def worker(start_service, worker_id: str, speedup: str, *args: str):
     return start_service("worker", "--engine", "sim", "--sim-speedup", speedup, "--worker-id", worker_id,
-                         "--heartbeat-s", "0.5", "--heartbeat-ttl-s", "2")
+                         "--heartbeat-s", "0.5", "--heartbeat-ttl-s", "2", *args)
 
 
 def scheduler(start_service, *args: str):
@@ -286,6 +286,41 @@ def test_without_a_predictor_the_scheduler_serves_degraded(start_service):
     gauge = re.search(r'forethought_degraded\{dependency="predictor",service="scheduler"\} (\S+)', metrics)
     assert gauge is not None and float(gauge.group(1)) == 1.0
     assert "predictor unavailable" in front.log() and "degraded" in front.log()
+
+
+def test_with_the_prefix_index_frozen_or_down_placement_goes_on_by_load(start_service):
+    """Redis stalls (a frozen server keeps its socket open) or dies: the index is advice, so requests still
+    land, the degraded gauge says so, and placement uses the index again once Redis answers."""
+    redis = start_redis()  # this test's own Redis: it freezes and kills it
+    own = ("--redis-url", redis.url)
+    try:
+        worker(start_service, "w0", "20", *own)
+        port = free_port()
+        front = scheduler(start_service, "--metrics-port", str(port), *own)
+        with grpc.insecure_channel(front.address) as channel:
+            stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+            adopted(stub, 1)
+            served = lambda name: sum(len(reply.token_ids) for reply in  # noqa: E731
+                                      stub.Generate(token_request(name, SHARED_PREFIX + [len(name)] * 16, 4), timeout=20))
+            assert served("before") == 4
+            redis.process.send_signal(signal.SIGSTOP)
+            began = time.monotonic()
+            assert served("frozen") == 4
+            frozen_s = time.monotonic() - began
+            index_down = metric(port, "forethought_degraded", dependency="prefix_index")
+            redis.process.send_signal(signal.SIGCONT)
+            wait_until(lambda: served("thawed") == 4
+                       and metric(port, "forethought_degraded", dependency="prefix_index") == 0, "the index is used again")
+            redis.process.kill()
+            redis.process.wait()
+            began = time.monotonic()
+            assert served("down") == 4
+            down_s = time.monotonic() - began
+    finally:
+        redis.stop()
+    assert index_down == 1
+    assert frozen_s < 3 and down_s < 3, (frozen_s, down_s)  # a bounded wait on the index, not Redis client retries
+    assert "prefix index unreachable" in front.log() and "prefix index reachable again" in front.log()
 
 
 def test_a_chat_reaches_the_predictor_with_the_lengths_of_its_earlier_answers(start_service, quick_artifact, tmp_path):
