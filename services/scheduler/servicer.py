@@ -20,7 +20,7 @@ from forethought.cluster.registry import WorkerRegistry
 from forethought.prefix.hashing import chained_block_hashes
 from forethought.queueing import QueuedRequest, engine_priority
 from forethought.rpc import convert
-from forethought.rpc.errors import AlreadyExists, NotFound, Unavailable, require
+from forethought.rpc.errors import AlreadyExists, NotFound, Unavailable, invalid_argument_of, require
 from forethought.scheduling import WORKER_LOSS_CODES, RequestStatus, ScheduledRequest
 from forethought.services.scheduler.forecasts import Forecast, ForecastClient, ForecastPrompt
 from forethought.services.scheduler.placement import PlacementLoop, RequestWithdrawn
@@ -92,6 +92,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 except grpc.aio.AioRpcError as error:
                     if error.code().name not in WORKER_LOSS_CODES:
                         self._placement.finish(scheduled, None)
+                        if error.code() == grpc.StatusCode.INVALID_ARGUMENT:  # the request is at fault: no retry helps
+                            raise invalid_argument_of(error) from error
                         raise Unavailable(f"worker {worker_id} failed the request: {error.code().name}: {error.details()}") from error
                     lost: Exception = error
                 except asyncio.CancelledError:

@@ -42,6 +42,16 @@ def request_from_proto(message: worker_pb2.WorkerServiceGenerateRequest) -> Gene
     )
 
 
+def require_fits(request: GenerationRequest, limit: int) -> None:
+    """Raises InvalidArgument, naming what to shorten, when the engine could never serve the request."""
+    prompt = len(request.prompt_token_ids)
+    require(prompt < limit, "prompt_token_ids", f"holds {prompt} tokens; this worker's engine serves at most {limit} "
+            "tokens of prompt plus max_tokens")
+    require(prompt + request.max_tokens <= limit, "max_tokens",
+            f"must be at most {limit - prompt}: the prompt's {prompt} tokens plus max_tokens may not pass {limit}, "
+            "the longest request this worker's engine serves")
+
+
 class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     """Streams generation from a loaded model's engine; the caller's cancel aborts the request there."""
 
@@ -63,6 +73,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     ) -> AsyncIterator[worker_pb2.WorkerServiceGenerateResponse]:
         engine_request = request_from_proto(request)
         model, engine = self._engine(request.model)
+        require_fits(engine_request, engine.max_request_tokens)
         if engine_request.request_id in self._live:
             raise AlreadyExists(f"request_id: {engine_request.request_id!r} is already running on this worker")
         self._live[engine_request.request_id] = engine

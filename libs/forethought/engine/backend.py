@@ -152,6 +152,10 @@ class EngineBackend(Protocol):
 
     model: str
 
+    @property
+    def max_request_tokens(self) -> int:
+        """The longest request it serves, prompt plus ``max_tokens``: the worker refuses longer ones up front."""
+
     async def start(self) -> None:
         """Loads the model; returns once the engine accepts requests."""
 

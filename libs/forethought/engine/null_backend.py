@@ -10,6 +10,7 @@ cache events a real engine would and the Redis prefix index fills as in producti
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 
@@ -45,6 +46,10 @@ class NullEngineBackend:
         self._running: dict[str, ServiceClass] = {}  # request id -> class, while its stream is open
         self._cache_events = CacheEventFeed()
         self._pending: list[CacheEvent] = []
+
+    @property
+    def max_request_tokens(self) -> int:
+        return sys.maxsize  # it runs no model: any length is served at once
 
     async def start(self) -> None:
         return None

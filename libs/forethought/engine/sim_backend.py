@@ -64,6 +64,10 @@ class SimEngineBackend:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
 
+    @property
+    def max_request_tokens(self) -> int:
+        return self.core.config.total_slots  # the KV capacity: a longer request could never be scheduled
+
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
         """Streams the request's tokens; closing or cancelling the stream aborts the request."""
         if self._wake is None:

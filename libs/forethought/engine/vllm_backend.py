@@ -153,6 +153,10 @@ class VllmEngineBackend:
     def supports_lora(self) -> bool:
         return self.options.enable_lora
 
+    @property
+    def max_request_tokens(self) -> int:
+        return self.options.max_model_len
+
     async def start(self) -> None:
         if self._engine is not None:
             return

@@ -241,6 +241,25 @@ def _health(stub: scheduler_pb2_grpc.SchedulerServiceStub, worker_id: str) -> in
     return next((info.health for info in workers if info.worker_id == worker_id), scheduler_pb2.WORKER_HEALTH_UNSPECIFIED)
 
 
+def test_a_request_no_engine_can_hold_is_refused_naming_the_field_and_costs_no_worker(start_service):
+    worker(start_service, "w0", "20")
+    port = free_port()
+    front = scheduler(start_service, "--metrics-port", str(port))
+    with grpc.insecure_channel(front.address) as channel:
+        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        adopted(stub, 1)
+        with pytest.raises(grpc.RpcError) as refused:
+            list(stub.Generate(token_request("huge", list(range(30_000)), 5_000), timeout=20))
+        after = list(stub.Generate(token_request("fits", list(range(64)), 4), timeout=20))
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert refused.value.details().startswith("max_tokens: must be at most 2768")
+    bad_request = error_details_pb2.BadRequest()
+    assert rich_status_of(refused.value).details[0].Unpack(bad_request)
+    assert bad_request.field_violations[0].field == "max_tokens"
+    assert after[0].worker_id == "w0"  # the worker was not taken for lost
+    assert metric(port, "forethought_failovers_total", model=MODEL) == 0
+
+
 def test_a_full_queue_refuses_with_a_retry_hint_and_a_queued_request_can_be_cancelled(start_service):
     worker(start_service, "w0", "0.001")
     front = scheduler(start_service, "--max-queue", "1", "--max-waiting-per-worker", "1")

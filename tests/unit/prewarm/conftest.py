@@ -50,6 +50,8 @@ class RecordingEngine:
     async def abort(self, request_id: str) -> bool:
         return False
 
+    max_request_tokens = 4096
+
     def stats(self) -> EngineStats:
         return EngineStats()
 

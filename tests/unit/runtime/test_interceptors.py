@@ -10,7 +10,7 @@ import pytest
 
 from google.rpc import error_details_pb2
 
-from forethought.rpc.errors import InvalidArgument, ResourceExhausted, rich_status_of
+from forethought.rpc.errors import InvalidArgument, ResourceExhausted, invalid_argument_of, rich_status_of
 from forethought.rpc.interceptors import RETRY_AFTER_KEY, StatusInterceptor
 from forethought.v1 import demand_pb2, demand_pb2_grpc
 
@@ -150,3 +150,10 @@ async def test_a_call_without_trace_context_starts_a_trace_of_its_own(traced):
     assert span.name == "/forethought.v1.DemandService/WatchPrewarm"
     assert span.parent is None
     assert span.attributes["rpc.grpc.status_code"] == grpc.StatusCode.INTERNAL.value[0]
+
+
+async def test_an_invalid_argument_from_downstream_is_rebuilt_with_its_field_and_rule(stub):
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await stub.RegisterApplication(demand_pb2.RegisterApplicationRequest(application="bad"))
+    passed_on = invalid_argument_of(raised.value)
+    assert (passed_on.field, passed_on.rule) == ("application", "must match [A-Za-z0-9_.-]{1,128}")
