@@ -1,7 +1,7 @@
 """E2 against round-robin, least-load and three anchor routers in the cluster simulator (Preble section 5.2).
 
 Preble compares E2 with round-robin SGLang on prefix-heavy workloads (tool use, agents, long documents)
-and reports mean and p99 request latency. This benchmark replays three workloads through
+and reports mean and p99 request latency. This benchmark replays four workloads through
 ``forethought.sim`` with 4 and 8 engines, changing only the router (by name):
 
 - ``mooncake``: a Mooncake-format trace (``--mooncake PATH``; without one a synthetic trace is generated
@@ -9,6 +9,9 @@ and reports mean and p99 request latency. This benchmark replays three workloads
   block per request, Poisson arrivals; see ``synthetic_mooncake_records``).
 - ``sharegpt``: ShareGPT multi-turn conversations (each turn's prompt holds the earlier turns).
 - ``toolprompt``: tool calls with Zipf-popular tool prompts (1,500-3,000 tokens) and short queries.
+- ``azure-tool``: the same tool calls at the arrival times of the Azure LLM inference trace's code
+  requests (the trace in ``--data-dir``), scaled to the rate: Preble's Figure 8 serves its Tool workload in place
+  of Azure's code requests to test placement under real, bursty load.
 
 Like Preble's Figure 7, each workload runs at three request rates per engine (the same for every router),
 up to where round-robin saturates. It reports mean and p99 latency and TTFT, and the cluster prefix hit
@@ -27,7 +30,7 @@ import json
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +47,7 @@ from forethought.costmodel import get_profile
 from forethought.engine.core import EngineConfig
 from forethought.prefix.hashing import chained_block_hashes
 from forethought.sim.config import ClusterConfig, build_simulator
+from forethought.workloads.azure import azure_arrivals
 from forethought.workloads.mooncake import MOONCAKE_BLOCK_TOKENS, load_mooncake_trace
 from forethought.workloads.sharegpt import load_sharegpt_conversations
 from forethought.workloads.workload import (
@@ -75,10 +79,20 @@ class Scenario:
     rate_per_engine: float
 
 
-RATES_PER_ENGINE = {"mooncake": (2.0, 3.0, 4.0), "sharegpt": (1.0, 3.0, 6.0), "toolprompt": (4.0, 6.0, 8.0)}
+RATES_PER_ENGINE = {"mooncake": (2.0, 3.0, 4.0), "sharegpt": (1.0, 3.0, 6.0), "toolprompt": (4.0, 6.0, 8.0),
+                    "azure-tool": (4.0, 6.0, 8.0)}
 """Requests (ShareGPT: conversation turns) per second per engine. Tool prompts and Mooncake go up to the
 rate where round-robin saturates (its p99 TTFT grows past 9 s); ShareGPT's conversation chains bound the
-run length, so round-robin never saturates there and the rates show the decode-bound regime."""
+run length, so round-robin never saturates there and the rates show the decode-bound regime. For
+``azure-tool`` the rate is the mean over the run: the trace's bursts go far above it."""
+
+
+@dataclass(frozen=True)
+class Traces:
+    """Where traces come from: a Mooncake JSONL (None: synthetic) and the data directory (None: the default)."""
+
+    mooncake: Path | None
+    data_dir: Path | None
 
 
 @dataclass(frozen=True)
@@ -161,12 +175,23 @@ def toolprompt_workload(count: int, rate_per_s: float, seed: int) -> Workload:
     return Workload(requests=requests)
 
 
-def build_workload(scenario: Scenario, engines: int, count: int, trace: Path | None, seed: int) -> Workload:
+def azure_tool_workload(count: int, rate_per_s: float, data_dir: Path | None, seed: int) -> Workload:
+    """``toolprompt``'s requests at the arrival times of the first ``count`` code requests of the Azure
+    trace, the gaps scaled so the mean rate is ``rate_per_s`` (the bursts keep their shape)."""
+    arrivals = azure_arrivals("code", count, rate_per_s, data_dir)
+    tools = toolprompt_workload(count, rate_per_s, seed)
+    return Workload(requests=tuple(replace(request, arrival_s=float(arrival))
+                                   for request, arrival in zip(tools.requests, arrivals, strict=True)))
+
+
+def build_workload(scenario: Scenario, engines: int, count: int, traces: Traces, seed: int) -> Workload:
     rate = scenario.rate_per_engine * engines
     if scenario.name == "mooncake":
-        return mooncake_workload(count, rate, trace, seed)
+        return mooncake_workload(count, rate, traces.mooncake, seed)
     if scenario.name == "sharegpt":
         return sharegpt_workload(count // 2, rate, seed)  # long multi-turn contexts: half the turns keep runs short
+    if scenario.name == "azure-tool":
+        return azure_tool_workload(count, rate, traces.data_dir, seed)
     return toolprompt_workload(count, rate, seed)
 
 
@@ -310,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rates", default=None,
                         help="requests/s per engine for every workload, comma-separated (default: per workload)")
     parser.add_argument("--mooncake", type=Path, default=None, help="a Mooncake JSONL trace (default: synthetic)")
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="trace directory holding the Azure trace for azure-tool (default ../shared/data)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--e2-rebalance-thresholds", default=None,
                         help="Th_bal values, comma-separated: E2 runs once per value, the other routers once")
@@ -325,9 +352,10 @@ def main(argv: list[str] | None = None) -> int:
     runs = router_runs(routers, thresholds)
     scenarios = selected_scenarios(args.workloads.split(","), args.rates)
     cases = [(s, e) for s in scenarios for e in sizes]
+    traces = Traces(args.mooncake, args.data_dir)
     results: list[RunResult] = []
     for scenario, engines in progress(cases, "workloads"):
-        workload = build_workload(scenario, engines, count, args.mooncake, args.seed)
+        workload = build_workload(scenario, engines, count, traces, args.seed)
         ideal = ideal_hit_ratio(workload)
         results.extend(run_one(workload, scenario, engines, run, ideal) for run in runs)
     first = sensitivity_table(results, thresholds) if thresholds else summary_table(results)

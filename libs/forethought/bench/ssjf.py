@@ -43,7 +43,7 @@ from forethought.costmodel.profiles import CostProfile
 from forethought.engine.core import EngineConfig
 from forethought.queueing import GlobalQueue, QueuedRequest, build_policy
 from forethought.sim.config import ClusterConfig, build_simulator
-from forethought.workloads.azure import azure_trace_path, load_azure_trace
+from forethought.workloads.azure import azure_arrivals
 from forethought.workloads.workload import TokenSegment, TraceRequest, Workload
 
 BLOCK_SIZE = 16
@@ -167,12 +167,6 @@ def saturated_throughput(mode: str, jobs: Sequence[Job], args: argparse.Namespac
     return len(jobs) / max(finish.values())
 
 
-def azure_arrivals(count: int, data_dir: Path | None) -> np.ndarray:
-    """Arrival times of the first ``count`` Azure conversation requests, scaled to 1 request/s on average."""
-    arrivals = np.asarray([request.arrival_s for request in load_azure_trace(azure_trace_path("conv", data_dir), count)])
-    return arrivals * (count / max(arrivals[-1], 1e-9))
-
-
 def load_jobs(model_dir: Path, count: int, seed: int) -> list[Job]:
     """Held-out ShareGPT requests with the model's forecasts, as scored by training (``heldout.jsonl``)."""
     from forethought.predict.train import HELDOUT_FILE
@@ -214,7 +208,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     jobs = load_jobs(args.model, args.requests, args.seed)
-    base_arrivals = azure_arrivals(len(jobs), args.data_dir)
+    base_arrivals = azure_arrivals("conv", len(jobs), 1.0, args.data_dir)  # 1 request/s: each load divides it
     loads = [float(value) for value in args.loads.split(",")]
     schedulers = [
         Scheduler("FCFS", "fcfs"),

@@ -11,6 +11,8 @@ import csv
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
+
 from forethought.workloads.data_dir import default_data_dir
 from forethought.workloads.workload import RequestClass, TokenSegment, TraceRequest
 
@@ -54,3 +56,17 @@ def load_azure_trace(
                 tpot_slo_s=request_class.tpot_slo_s,
             ))
     return requests
+
+
+def azure_arrivals(kind: str, count: int, rate_per_s: float, data_dir: str | Path | None = None) -> np.ndarray:
+    """Arrival times (s) of the first ``count`` requests of the ``conv`` or ``code`` trace, the gaps scaled so
+    the mean rate is ``rate_per_s``: the trace's burstiness at a load of the caller's choosing.
+
+    Raises:
+        ValueError: the trace holds fewer than ``count`` requests.
+    """
+    path = azure_trace_path(kind, data_dir)
+    arrivals = np.asarray([request.arrival_s for request in load_azure_trace(path, count)])
+    if len(arrivals) < count:
+        raise ValueError(f"{path} holds {len(arrivals)} requests, fewer than the {count} asked")
+    return arrivals * (count / rate_per_s / max(arrivals[-1], 1e-9))

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from forethought.bench.e2 import E2_HISTORY_WINDOW_S, ROUTERS, main, router_runs
+from forethought.bench.e2 import (
+    E2_HISTORY_WINDOW_S,
+    ROUTERS,
+    Scenario,
+    Traces,
+    build_workload,
+    main,
+    router_runs,
+)
+from forethought.workloads.azure import azure_arrivals
 
 
 def table_rows(table: str, title: str) -> list[list[str]]:
@@ -49,3 +58,16 @@ def test_a_threshold_sweep_writes_one_sensitivity_row_per_threshold(tmp_path: Pa
     runs = table_rows(table, "toolprompt, 4/s per engine, 2 engines")
     assert [row[0] for row in runs] == ["e2 Th_bal=1.5", "e2 Th_bal=1e+09", "weighted", "round_robin"]
     assert all(int(row[1]) == 40 for row in runs)
+
+
+def test_azure_tool_serves_the_tool_prompts_at_the_azure_code_arrivals(tmp_path: Path) -> None:
+    traces = Traces(mooncake=None, data_dir=None)
+    tools = build_workload(Scenario("toolprompt", 4.0), 2, 60, traces, seed=3)
+    azure = build_workload(Scenario("azure-tool", 4.0), 2, 60, traces, seed=3)
+    assert [r.prompt for r in azure.requests] == [r.prompt for r in tools.requests]
+    assert [r.arrival_s for r in azure.requests] == list(azure_arrivals("code", 60, 8.0))
+    status = main(["--requests", "40", "--engines", "2", "--workloads", "azure-tool", "--rates", "4",
+                   "--routers", "e2,weighted", "--out", str(tmp_path)])
+    assert status == 0
+    rows = table_rows((tmp_path / "table.md").read_text(), "azure-tool, 4/s per engine, 2 engines")
+    assert [(row[0], int(row[1])) for row in rows] == [("e2", 40), ("weighted", 40), ("round_robin", 40)]

@@ -1,7 +1,7 @@
 import pytest
 
 from forethought.engine.backend import ServiceClass
-from forethought.workloads.azure import azure_trace_path, load_azure_trace
+from forethought.workloads.azure import azure_arrivals, azure_trace_path, load_azure_trace
 from forethought.workloads.workload import RequestClass
 
 
@@ -33,3 +33,21 @@ def test_unknown_trace_kind_is_rejected() -> None:
 def test_data_dir_argument_overrides_the_default(tmp_path) -> None:
     assert azure_trace_path("conv", tmp_path) == (
         tmp_path / "azure-llm-inference-2023" / "AzureLLMInferenceTrace_conv.csv")
+
+
+def test_arrivals_keep_the_trace_shape_at_the_mean_rate_asked() -> None:
+    recorded = [r.arrival_s for r in load_azure_trace(azure_trace_path("code"), limit=500)]
+    arrivals = azure_arrivals("code", 500, rate_per_s=20.0)
+    assert arrivals[0] == 0.0
+    assert 500 / arrivals[-1] == pytest.approx(20.0)
+    scale = arrivals[-1] / recorded[-1]
+    assert arrivals == pytest.approx([t * scale for t in recorded])  # every gap scaled alike: bursts stay bursts
+
+
+def test_arrivals_refuse_more_requests_than_the_trace_holds(tmp_path) -> None:
+    folder = tmp_path / "azure-llm-inference-2023"
+    folder.mkdir()
+    (folder / "AzureLLMInferenceTrace_code.csv").write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9799600,4808,10\n")
+    with pytest.raises(ValueError, match="holds 1 requests, fewer than the 2 asked"):
+        azure_arrivals("code", 2, 1.0, tmp_path)
