@@ -92,7 +92,10 @@ class SchedulerShell:
         self._registry = WorkerRegistry(self._redis, settings.namespace, ttl_s=settings.heartbeat_ttl_s)
         self._index = RedisPrefixIndex(self._redis, settings.namespace)
         self._pool = WorkerPool()
-        self._tokenizer_channel = open_channel(settings.tokenizer_address) if settings.tokenizer_address else None
+        # Untraced, like the worker channels: the calls carry the trace context as metadata, and a client
+        # interceptor on the per-chunk detokenizing stream costs a task per call and leaks it when the stream fails.
+        self._tokenizer_channel = (open_channel(settings.tokenizer_address, traced=False)
+                                   if settings.tokenizer_address else None)
         self._tasks: list[asyncio.Task[None]] = []
         self.placement: PlacementLoop | None = None
         self._forecasts: ForecastClient | None = None

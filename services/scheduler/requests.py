@@ -8,6 +8,7 @@ from forethought.rpc import convert
 from forethought.rpc.errors import NotFound, Unavailable, require
 from forethought.scheduling import ScheduledRequest
 from forethought.services.scheduler.forecasts import ForecastPrompt
+from forethought.telemetry.tracing import trace_metadata
 from forethought.v1 import common_pb2, scheduler_pb2, tokenizer_pb2, tokenizer_pb2_grpc, worker_pb2
 
 MAX_PROMPT_TOKENS = 1 << 20
@@ -84,11 +85,12 @@ class PromptTokens:
                 reply = await self._tokenizer.ApplyChatTemplate(
                     tokenizer_pb2.ApplyChatTemplateRequest(
                         model=request.model, messages=request.chat.messages, add_generation_prompt=True),
-                    timeout=self._timeout_s,
+                    timeout=self._timeout_s, metadata=trace_metadata(),
                 )
                 return list(reply.token_ids)
             tokenized = await self._tokenizer.Tokenize(
-                tokenizer_pb2.TokenizeRequest(model=request.model, texts=[request.text]), timeout=self._timeout_s)
+                tokenizer_pb2.TokenizeRequest(model=request.model, texts=[request.text]), timeout=self._timeout_s,
+                metadata=trace_metadata())
         except grpc.aio.AioRpcError as error:
             if error.code() == grpc.StatusCode.NOT_FOUND:
                 raise NotFound(f"model: {error.details()}") from error
@@ -103,15 +105,24 @@ class StreamDetokenizer:
     """Turns a token stream into text through one DetokenizeStream call (no split UTF-8 characters)."""
 
     def __init__(self, tokenizer: tokenizer_pb2_grpc.TokenizerServiceStub, model: str) -> None:
-        self._call = tokenizer.DetokenizeStream()
+        self._call = tokenizer.DetokenizeStream(metadata=trace_metadata())
         self._model = model
 
     async def __call__(self, token_ids: list[int]) -> str:
+        """The text the tokens add.
+
+        Raises:
+            Unavailable: the tokenizer failed; raised as the scheduler's own error, so the worker whose
+                stream is being relayed is not taken for lost.
+        """
         if not token_ids:
             return ""
-        await self._call.write(tokenizer_pb2.DetokenizeStreamRequest(model=self._model, token_ids=token_ids))
-        self._model = ""  # the model goes in the first message only
-        reply = await self._call.read()
+        try:
+            await self._call.write(tokenizer_pb2.DetokenizeStreamRequest(model=self._model, token_ids=token_ids))
+            self._model = ""  # the model goes in the first message only
+            reply = await self._call.read()
+        except (grpc.aio.AioRpcError, grpc.aio.UsageError) as error:
+            raise Unavailable(f"tokenizer failed while detokenizing the stream: {error}; retry") from error
         return reply.text if reply is not grpc.aio.EOF else ""
 
     async def aclose(self) -> None:

@@ -105,8 +105,9 @@ def test_an_expired_client_deadline_frees_the_worker(start_service):
     assert wait_until_idle(worker.address) == 0
 
 
-async def test_one_trace_spans_client_scheduler_and_worker(redis_server, namespace):
+async def test_one_trace_spans_client_scheduler_tokenizer_and_worker(redis_server, namespace):
     from forethought.services.scheduler import Settings as SchedulerSettings
+    from forethought.services.tokenizer import Settings as TokenizerSettings
     from forethought.services.worker import Settings as WorkerSettings
 
     exporter = InMemorySpanExporter()
@@ -115,14 +116,18 @@ async def test_one_trace_spans_client_scheduler_and_worker(redis_server, namespa
     tracer = provider.get_tracer("test")
     trace.set_tracer_provider(provider)
     common = {"redis_url": redis_server.url, "namespace": namespace}
-    async with running_service("worker", WorkerSettings(port=0, worker_id="traced", sim_speedup=20, **common)):
-        async with running_service("scheduler", SchedulerSettings(port=0, registry_poll_s=0.1, **common)) as address:
+    told = scheduler_pb2.GenerateRequest(request_id="traced-1", model=MODEL, text="Trace me.", max_tokens=3,
+                                         return_text=True, sampling=common_pb2.SamplingParams(ignore_eos=True))
+    async with (running_service("worker", WorkerSettings(port=0, worker_id="traced", sim_speedup=20, **common)),
+                running_service("tokenizer", TokenizerSettings(port=0)) as tokenizer):
+        async with running_service("scheduler", SchedulerSettings(port=0, registry_poll_s=0.1, tokenizer_address=tokenizer,
+                                                                  **common)) as address:
             async with open_channel(address) as channel:
                 stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
                 with tracer.start_as_current_span("client-call") as root:
-                    replies = [reply async for reply in stub.Generate(token_request("traced-1", 3), timeout=30)]
+                    replies = [reply async for reply in stub.Generate(told, timeout=30)]
     assert replies[-1].finish_reason == common_pb2.FINISH_REASON_LENGTH
     trace_id = root.get_span_context().trace_id
     names = {span.name for span in exporter.get_finished_spans() if span.context.trace_id == trace_id}
-    assert "/forethought.v1.SchedulerService/Generate" in names
-    assert "/forethought.v1.WorkerService/Generate" in names
+    assert {"/forethought.v1.SchedulerService/Generate", "/forethought.v1.WorkerService/Generate",
+            "/forethought.v1.TokenizerService/Tokenize", "/forethought.v1.TokenizerService/DetokenizeStream"} <= names

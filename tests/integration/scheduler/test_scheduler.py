@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from forethought.cluster.redis_server import free_port, start_redis
 from forethought.prefix.hashing import chained_block_hashes
 from forethought.rpc.errors import rich_status_of
-from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
+from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc, tokenizer_pb2, tokenizer_pb2_grpc
 
 MODEL = "SmolLM2-135M-Instruct"
 SHARED_PREFIX = list(range(1000, 1512))  # 32 blocks of 16 tokens
@@ -340,6 +340,36 @@ def test_with_the_prefix_index_frozen_or_down_placement_goes_on_by_load(start_se
     assert index_down == 1
     assert frozen_s < 3 and down_s < 3, (frozen_s, down_s)  # a bounded wait on the index, not Redis client retries
     assert "prefix index unreachable" in front.log() and "prefix index reachable again" in front.log()
+
+
+def test_text_streams_through_the_tokenizer_and_losing_it_is_not_blamed_on_the_worker(start_service):
+    worker(start_service, "w0", "2")  # slow enough to stop the tokenizer mid-stream
+    tokenizer = start_service("tokenizer")
+    port = free_port()
+    front = scheduler(start_service, "--tokenizer-address", tokenizer.address, "--metrics-port", str(port))
+    told = scheduler_pb2.GenerateRequest(request_id="told", model=MODEL, text="Tell me about queues.", max_tokens=8,
+                                         return_text=True, sampling=common_pb2.SamplingParams(ignore_eos=True))
+    with grpc.insecure_channel(front.address) as channel, grpc.insecure_channel(tokenizer.address) as direct:
+        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        adopted(stub, 1)
+        replies = list(stub.Generate(told, timeout=30))
+        ids = [token for reply in replies for token in reply.token_ids]
+        whole = tokenizer_pb2_grpc.TokenizerServiceStub(direct).Detokenize(
+            tokenizer_pb2.DetokenizeRequest(model=MODEL, token_ids=[common_pb2.TokenIds(ids=ids)]), timeout=10).texts[0]
+        cut_short = scheduler_pb2.GenerateRequest()
+        cut_short.CopyFrom(told)
+        cut_short.request_id, cut_short.max_tokens = "cut", 400
+        stream = stub.Generate(cut_short, timeout=30)
+        next(stream)
+        tokenizer.process.kill()
+        with pytest.raises(grpc.RpcError) as cut:
+            list(stream)
+        after = list(stub.Generate(token_request("after", list(range(64)), 4), timeout=20))
+    assert len(ids) == 8 and "".join(reply.text for reply in replies) == whole != ""
+    assert cut.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "tokenizer" in cut.value.details()
+    assert after[0].worker_id == "w0"  # the worker was not taken for lost
+    assert metric(port, "forethought_failovers_total", model=MODEL) == 0
 
 
 def test_a_chat_reaches_the_predictor_with_the_lengths_of_its_earlier_answers(start_service, quick_artifact, tmp_path):
