@@ -10,8 +10,8 @@ and reports mean and p99 request latency. This benchmark replays four workloads 
 - ``sharegpt``: ShareGPT multi-turn conversations (each turn's prompt holds the earlier turns).
 - ``toolprompt``: tool calls with Zipf-popular tool prompts (1,500-3,000 tokens) and short queries.
 - ``azure-tool``: the same tool calls at the arrival times of the Azure LLM inference trace's code
-  requests (the trace in ``--data-dir``), scaled to the rate: Preble's Figure 8 serves its Tool workload in place
-  of Azure's code requests to test placement under real, bursty load.
+  requests (the trace in ``--data-dir``), scaled to the rate: Preble's Figure 8 serves its Tool workload
+  in place of Azure's code requests to test placement under real, bursty load.
 
 Like Preble's Figure 7, each workload runs at three request rates per engine (the same for every router),
 up to where round-robin saturates. It reports mean and p99 latency and TTFT, and the cluster prefix hit
