@@ -158,7 +158,8 @@ class PlacementLoop:
         if not any(prompts) or self._clock() < self._index_retry_at:
             return [{} for _ in prompts]
         try:
-            cached = await asyncio.wait_for(self._match_prefixes(prompts), self._index_timeout_s)
+            async with asyncio.timeout(self._index_timeout_s):  # unlike wait_for, no task per match
+                cached = await self._match_prefixes(prompts)
         except Exception as error:  # noqa: BLE001 - the index is advice: degrade, keep placing
             self._index_retry_at = self._clock() + INDEX_RETRY_S
             self._index_health(False, error)
