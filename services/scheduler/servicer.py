@@ -82,10 +82,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 except RequestWithdrawn:
                     yield scheduler_pb2.GenerateResponse(request_id=request_id, finish_reason=common_pb2.FINISH_REASON_ABORT)
                     return
-                call = self._worker_call(worker_id, scheduled, request, token_ids, context)
+                call: grpc.aio.UnaryStreamCall | None = None
                 try:
-                    if call is None:
-                        raise WorkerLost(f"worker {worker_id} left the registry before the call")
+                    call = self._worker_call(worker_id, scheduled, request, token_ids, context)
                     async for reply in self._relay(scheduled, call, request, prompt):
                         yield reply
                     return
@@ -115,12 +114,12 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             self._release(scheduled)
 
     def _worker_call(self, worker_id: str, scheduled: ScheduledRequest, request: scheduler_pb2.GenerateRequest,
-                     token_ids: list[int], context: grpc.aio.ServicerContext) -> grpc.aio.UnaryStreamCall | None:
-        """The request's stream on its worker; None when the worker left the registry since placement."""
+                     token_ids: list[int], context: grpc.aio.ServicerContext) -> grpc.aio.UnaryStreamCall:
+        """The request's stream on its worker; WorkerLost when the worker left the registry since placement."""
         try:
             stub = self._pool.stub(worker_id)
         except KeyError:
-            return None
+            raise WorkerLost(f"worker {worker_id} left the registry before the call") from None
         priority = engine_priority(self._placement.dispatcher(request.model).queue.policy, scheduled.queued)
         return stub.Generate(worker_request(scheduled, request, token_ids, priority), timeout=context.time_remaining(),
                              metadata=trace_metadata())

@@ -109,11 +109,10 @@ def rich_status_of(error: grpc.aio.AioRpcError | grpc.Call) -> status_pb2.Status
 
 def invalid_argument_of(error: grpc.aio.AioRpcError | grpc.Call) -> InvalidArgument:
     """An INVALID_ARGUMENT a downstream call answered, rebuilt to pass on: the field and rule of its
-    ``BadRequest`` detail, else of its ``field: rule`` message."""
+    ``BadRequest`` detail (every service here sends one), else the whole request and its message."""
     status = rich_status_of(error)
     bad_request = error_details_pb2.BadRequest()
     if status is not None and any(detail.Unpack(bad_request) for detail in status.details):
         violation = bad_request.field_violations[0]
         return InvalidArgument(violation.field, violation.description)
-    field, _, rule = (error.details() or "").partition(": ")
-    return InvalidArgument(field, rule) if rule else InvalidArgument("request", field)
+    return InvalidArgument("request", error.details() or "refused downstream")
