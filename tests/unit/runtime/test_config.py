@@ -58,3 +58,11 @@ def test_bad_values_name_the_setting_and_the_rule(argv, message):
     with pytest.raises(ConfigError) as raised:
         parse(argv, {})
     assert message in str(raised.value)
+
+
+def test_the_scheduler_refuses_a_prefix_index_timeout_that_is_not_positive():
+    from forethought.services.scheduler import Settings
+
+    with pytest.raises(ConfigError) as raised:
+        Settings(index_timeout_s=0).validate()
+    assert "--index-timeout-s / FORETHOUGHT_INDEX_TIMEOUT_S = 0: must be > 0" in str(raised.value)
