@@ -1,12 +1,15 @@
 """``forethought up``: the embedded default. Redis, every service and N workers on loopback ports.
 
 Children die with the launcher (PR_SET_PDEATHSIG) and are stopped in reverse start order on Ctrl-C
-or SIGTERM, so nothing is left running; the endpoints are written to a state file for ``status``.
+or SIGTERM. Each leads a process group of its own, so what it started (vLLM's engine-core and model
+processes) is swept with it: nothing is left running. The endpoints are written to a state file for
+``status``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import json
 import os
@@ -25,8 +28,10 @@ STATE_FILE = Path(os.environ.get("FORETHOUGHT_STATE_DIR", CACHE_ROOT)) / "up.jso
 _PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent() -> None:
-    """In a child before exec: receive SIGTERM when the launcher dies, however it dies."""
+def tie_to_launcher() -> None:
+    """In a child before exec: lead a process group of its own, and receive SIGTERM when the launcher
+    dies, however it dies."""
+    os.setpgid(0, 0)
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
@@ -54,18 +59,23 @@ class Cluster:
     addresses: dict[str, str] = field(default_factory=dict)
 
     def stop(self, grace_s: float = 15.0) -> None:
-        """SIGTERM in reverse start order, wait for each, SIGKILL stragglers, then stop Redis."""
+        """SIGTERM in reverse start order and wait for each; then SIGKILL every process group, which
+        takes the stragglers and whatever a child left behind; then stop Redis."""
         for name in reversed(list(self.processes)):
             process = self.processes[name]
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + grace_s
-        for process in self.processes.values():
+        for name, process in self.processes.items():
             try:
                 process.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+                print(f"{name} did not stop within {grace_s:.0f} s; killing it", file=sys.stderr, flush=True)
+        for process in self.processes.values():
+            # A group outlives its leader while a member lives: an engine process orphaned mid-shutdown.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
         self.redis.stop()
         STATE_FILE.unlink(missing_ok=True)
 
@@ -98,11 +108,11 @@ def plan_services(options: UpOptions, redis_url: str) -> list[tuple[str, str, li
 
 def start_cluster(options: UpOptions) -> Cluster:
     """Starts everything and waits until each service reports SERVING; stops all on failure."""
-    cluster = Cluster(redis=start_redis(preexec_fn=die_with_parent))
+    cluster = Cluster(redis=start_redis(preexec_fn=tie_to_launcher))
     try:
         for name, address, argv in plan_services(options, cluster.redis.url):
             cluster.processes[name] = subprocess.Popen(
-                [sys.executable, "-m", "forethought.cli", "serve", *argv], preexec_fn=die_with_parent,
+                [sys.executable, "-m", "forethought.cli", "serve", *argv], preexec_fn=tie_to_launcher,
                 stdout=subprocess.DEVNULL,
             )
             cluster.addresses[name] = address

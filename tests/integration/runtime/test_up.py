@@ -12,7 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from forethought.cluster.redis_server import free_port
+from forethought.cluster.redis_server import free_port, start_redis
+from forethought.launcher import Cluster, tie_to_launcher
 
 
 def free_port_block(size: int) -> int:
@@ -63,6 +64,11 @@ def stop(up: subprocess.Popen[str]) -> str:
     return rest
 
 
+def still_running(processes: list[psutil.Process]) -> list[list[str]]:
+    time.sleep(0.5)
+    return [process.cmdline() for process in processes if process.is_running() and process.status() != psutil.STATUS_ZOMBIE]
+
+
 def test_up_generate_status_and_ctrl_c_leaves_no_process(tmp_path: Path):
     base = free_port_block(20)
     env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path)}
@@ -80,9 +86,7 @@ def test_up_generate_status_and_ctrl_c_leaves_no_process(tmp_path: Path):
     finally:
         rest = stop(up)
     assert up.returncode == 0, rest
-    time.sleep(0.5)
-    alive = [child for child in children if child.is_running() and child.status() != psutil.STATUS_ZOMBIE]
-    assert alive == [], f"left running: {[child.cmdline() for child in alive]}"
+    assert still_running(children) == []
     assert not (tmp_path / "up.json").exists()
 
 
@@ -92,9 +96,33 @@ def test_up_with_the_vllm_engine_serves_real_text_through_the_mesh(tmp_path: Pat
     env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path)}
     up = start_up(["--workers", "1", "--engine", "vllm", "--base-port", str(base)], env)
     try:
+        descendants = psutil.Process(up.pid).children(recursive=True)
+        assert any("EngineCore" in " ".join(process.cmdline()) for process in descendants)
         generated = generate("The capital of France is", base, env)
         assert generated.returncode == 0, generated.stderr
         assert "Paris" in generated.stdout
     finally:
         rest = stop(up)
     assert up.returncode == 0, rest
+    assert still_running(descendants) == []
+
+
+_ORPHANS_A_CHILD = "import subprocess; print(subprocess.Popen(['sleep', '300']).pid, flush=True)"
+_IGNORES_SIGTERM = "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(os.getpid(), flush=True); time.sleep(300)"
+
+
+def test_stop_takes_a_service_that_ignores_sigterm_and_what_a_service_left_behind():
+    cluster = Cluster(redis=start_redis(preexec_fn=tie_to_launcher))
+    printed_pids = {}  # printing also says the process is ready
+    for name, code in (("orphaner", _ORPHANS_A_CHILD), ("stubborn", _IGNORES_SIGTERM)):
+        cluster.processes[name] = subprocess.Popen([sys.executable, "-c", code], preexec_fn=tie_to_launcher,
+                                                   stdout=subprocess.PIPE, text=True)
+        printed_pids[name] = int(cluster.processes[name].stdout.readline())
+    orphan = psutil.Process(printed_pids["orphaner"])
+    cluster.processes["orphaner"].wait(10)  # its parent is gone; the sleep lives on in its group
+    assert orphan.is_running()
+    started = time.monotonic()
+    cluster.stop(grace_s=1.0)
+    assert time.monotonic() - started < 5.0
+    assert still_running([orphan]) == []
+    assert cluster.processes["stubborn"].returncode == -signal.SIGKILL
