@@ -108,22 +108,28 @@ class StreamDetokenizer:
         self._call = tokenizer.DetokenizeStream(metadata=trace_metadata())
         self._model = model
 
-    async def __call__(self, token_ids: list[int]) -> str:
-        """The text the tokens add.
+    async def __call__(self, token_ids: list[int], last: bool = False) -> str:
+        """The text the tokens add; with ``last``, also what the tokenizer held back (a character the
+        stream ended in the middle of).
 
         Raises:
             Unavailable: the tokenizer failed; raised as the scheduler's own error, so the worker whose
                 stream is being relayed is not taken for lost.
         """
-        if not token_ids:
-            return ""
+        texts = []
         try:
-            await self._call.write(tokenizer_pb2.DetokenizeStreamRequest(model=self._model, token_ids=token_ids))
-            self._model = ""  # the model goes in the first message only
-            reply = await self._call.read()
+            if token_ids:
+                await self._call.write(tokenizer_pb2.DetokenizeStreamRequest(model=self._model, token_ids=token_ids))
+                self._model = ""  # the model goes in the first message only
+                reply = await self._call.read()
+                texts.append(reply.text if reply is not grpc.aio.EOF else "")
+            if last:
+                await self._call.done_writing()
+                while (reply := await self._call.read()) is not grpc.aio.EOF:
+                    texts.append(reply.text)
         except (grpc.aio.AioRpcError, grpc.aio.UsageError) as error:
             raise Unavailable(f"tokenizer failed while detokenizing the stream: {error}; retry") from error
-        return reply.text if reply is not grpc.aio.EOF else ""
+        return "".join(texts)
 
     async def aclose(self) -> None:
         self._call.cancel()

@@ -133,7 +133,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 reply = scheduler_pb2.GenerateResponse(
                     request_id=scheduled.request_id, token_ids=chunk.token_ids, finish_reason=chunk.finish_reason)
                 if detokenize is not None:
-                    reply.text = chunk.text or await detokenize(list(chunk.token_ids))
+                    # The engine's own text when it has one: only the engine knows what a stop string cut.
+                    last = chunk.finish_reason != common_pb2.FINISH_REASON_UNSPECIFIED
+                    reply.text = chunk.text if chunk.HasField("text") else await detokenize(list(chunk.token_ids), last=last)
                 if scheduled.status is RequestStatus.DISPATCHED:
                     reply.worker_id = scheduled.worker_id
                     self._placement.first_token(scheduled)

@@ -81,9 +81,11 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         try:
             async for chunk in engine.generate(engine_request):
                 reply = worker_pb2.WorkerServiceGenerateResponse(
-                    request_id=chunk.request_id, token_ids=list(chunk.token_ids), text=chunk.text,
+                    request_id=chunk.request_id, token_ids=list(chunk.token_ids),
                     finish_reason=convert.finish_to_proto(chunk.finish_reason),
                 )
+                if chunk.text is not None:
+                    reply.text = chunk.text
                 if chunk.usage is not None:
                     reply.usage.CopyFrom(convert.usage_to_proto(chunk.usage))
                 yield reply

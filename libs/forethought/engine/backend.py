@@ -68,11 +68,15 @@ class Usage:
 
 @dataclass(frozen=True)
 class GenerationChunk:
-    """Tokens produced since the previous chunk; the last chunk carries ``finish_reason`` and ``usage``."""
+    """Tokens produced since the previous chunk; the last chunk carries ``finish_reason`` and ``usage``.
+
+    ``text`` is None from an engine that does not detokenize; one that does sets it on every chunk, and
+    it need not be the text of this chunk's tokens (vLLM holds text back while a stop string may match).
+    """
 
     request_id: str
     token_ids: tuple[int, ...]
-    text: str = ""
+    text: str | None = None
     finish_reason: FinishReason | None = None
     usage: Usage | None = None
 

@@ -9,11 +9,13 @@ import sys
 import time
 from pathlib import Path
 
+import grpc
 import psutil
 import pytest
 
 from forethought.cluster.redis_server import free_port, start_redis
 from forethought.launcher import Cluster, tie_to_launcher
+from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 
 def free_port_block(size: int) -> int:
@@ -101,10 +103,27 @@ def test_up_with_the_vllm_engine_serves_real_text_through_the_mesh(tmp_path: Pat
         generated = generate("The capital of France is", base, env)
         assert generated.returncode == 0, generated.stderr
         assert "Paris" in generated.stdout
+        plain = streamed_text(base, [])
+        assert len(plain) > 26, plain
+        # vLLM holds text back while a stop string may match: the stream must not fill the gap twice.
+        cut = plain[6:26]
+        assert streamed_text(base, [cut]) == plain[:plain.index(cut)]
+        assert streamed_text(base, ["z" * 40]) == plain
     finally:
         rest = stop(up)
     assert up.returncode == 0, rest
     assert still_running(descendants) == []
+
+
+def streamed_text(base: int, stop_strings: list[str]) -> str:
+    """The text Generate streams for a greedy answer to a fixed prompt, with these stop strings."""
+    request = scheduler_pb2.GenerateRequest(
+        model="SmolLM2-135M-Instruct", text="The capital of France is", max_tokens=16, return_text=True,
+        sampling=common_pb2.SamplingParams(temperature=0.0, stop=stop_strings),
+    )
+    with grpc.insecure_channel(f"127.0.0.1:{base}") as channel:
+        replies = scheduler_pb2_grpc.SchedulerServiceStub(channel).Generate(request, timeout=60)
+        return "".join(reply.text for reply in replies)
 
 
 _ORPHANS_A_CHILD = "import subprocess; print(subprocess.Popen(['sleep', '300']).pid, flush=True)"

@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from forethought.cluster.redis_server import free_port, start_redis
 from forethought.prefix.hashing import chained_block_hashes
 from forethought.rpc.errors import rich_status_of
+from forethought.services.scheduler.requests import StreamDetokenizer
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc, tokenizer_pb2, tokenizer_pb2_grpc
 
 MODEL = "SmolLM2-135M-Instruct"
@@ -327,6 +328,20 @@ def test_with_the_prefix_index_frozen_or_down_placement_goes_on_by_load(start_se
     assert index_down == 1
     assert frozen_s < 3 and down_s < 3, (frozen_s, down_s)  # a bounded wait on the index, not Redis client retries
     assert "prefix index unreachable" in front.log() and "prefix index reachable again" in front.log()
+
+
+async def test_the_text_a_stream_ends_in_the_middle_of_a_character_is_not_lost(start_service):
+    tokenizer = start_service("tokenizer")
+    async with grpc.aio.insecure_channel(tokenizer.address) as channel:
+        stub = tokenizer_pb2_grpc.TokenizerServiceStub(channel)
+        reply = await stub.Tokenize(tokenizer_pb2.TokenizeRequest(model=MODEL, texts=["ok🎉"]), timeout=10)
+        ids = list(reply.token_ids[0].ids)
+        cut_short, whole = StreamDetokenizer(stub, MODEL), StreamDetokenizer(stub, MODEL)
+        held_back = await cut_short(ids[:-1])  # the stream stops inside the emoji
+        at_the_end = await cut_short([], last=True)
+        streamed = [await whole(ids[:1]), await whole(ids[1:], last=True)]
+    assert (held_back, at_the_end) == ("", "ok\ufffd")
+    assert "".join(streamed) == "ok🎉"
 
 
 def test_text_streams_through_the_tokenizer_and_losing_it_is_not_blamed_on_the_worker(start_service):
