@@ -42,8 +42,12 @@ def request_from_proto(message: worker_pb2.WorkerServiceGenerateRequest) -> Gene
     )
 
 
-def require_fits(request: GenerationRequest, limit: int) -> None:
-    """Raises InvalidArgument, naming what to shorten, when the engine could never serve the request."""
+def require_servable(request: GenerationRequest, engine: EngineBackend) -> None:
+    """Raises InvalidArgument, naming the field, when the engine could never serve the request as asked."""
+    require(engine.detokenizes or not request.sampling.stop, "sampling.stop",
+            "stop strings need an engine that makes text; this worker's engine makes token ids only: "
+            "use sampling.stop_token_ids")
+    limit = engine.max_request_tokens
     prompt = len(request.prompt_token_ids)
     require(prompt < limit, "prompt_token_ids", f"holds {prompt} tokens; this worker's engine serves at most {limit} "
             "tokens of prompt plus max_tokens")
@@ -73,7 +77,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     ) -> AsyncIterator[worker_pb2.WorkerServiceGenerateResponse]:
         engine_request = request_from_proto(request)
         model, engine = self._engine(request.model)
-        require_fits(engine_request, engine.max_request_tokens)
+        require_servable(engine_request, engine)
         if engine_request.request_id in self._live:
             raise AlreadyExists(f"request_id: {engine_request.request_id!r} is already running on this worker")
         self._live[engine_request.request_id] = engine

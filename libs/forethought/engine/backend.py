@@ -155,6 +155,8 @@ class EngineBackend(Protocol):
     """What the worker service needs of an engine. Every method is safe to call concurrently."""
 
     model: str
+    detokenizes: bool
+    """True when its chunks carry text, so stop strings apply; False when it makes token ids only."""
 
     @property
     def max_request_tokens(self) -> int:

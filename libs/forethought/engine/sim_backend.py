@@ -29,6 +29,8 @@ from forethought.engine.tokens import TokenSource
 class SimEngineBackend:
     """An ``EngineBackend`` whose iterations take the cost model's time."""
 
+    detokenizes = False  # its tokens stand for text it never makes
+
     def __init__(
         self,
         model: str,

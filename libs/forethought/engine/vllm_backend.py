@@ -128,6 +128,8 @@ def _to_vllm_sampling(request: GenerationRequest) -> VllmSamplingParams:
 class VllmEngineBackend:
     """``EngineBackend`` over vLLM's ``AsyncLLM``; create, ``await start()``, serve, ``await stop()``."""
 
+    detokenizes = True
+
     def __init__(
         self, options: VllmEngineOptions, clock: Callable[[], float] = time.monotonic
     ) -> None:

@@ -69,9 +69,12 @@ def test_sigterm_drains_an_in_flight_stream_and_exits_zero(start_service):
         # the sim engine's KV cache holds 2048 blocks of 16 tokens: 32,768 tokens of prompt plus output
         ({"request_id": "a", "prompt_token_ids": [1] * 40_000, "max_tokens": 4}, "prompt_token_ids"),
         ({"request_id": "a", "prompt_token_ids": [1] * 30_000, "max_tokens": 5_000}, "max_tokens"),
+        # the sim engine makes token ids, no text a stop string could match
+        ({"request_id": "a", "prompt_token_ids": [1, 2], "max_tokens": 4,
+          "sampling": common_pb2.SamplingParams(stop=["\n\n"])}, "sampling.stop"),
     ],
     ids=["empty-id", "empty-prompt", "zero-max-tokens", "top-p-above-one", "prompt-past-the-engine",
-         "output-past-the-engine"],
+         "output-past-the-engine", "stop-strings-without-text"],
 )
 def test_malformed_worker_request_is_invalid_argument_naming_the_field(start_service, request_fields, field):
     worker = start_service("worker", *FAST_SIM)

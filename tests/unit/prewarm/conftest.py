@@ -51,6 +51,7 @@ class RecordingEngine:
         return False
 
     max_request_tokens = 4096
+    detokenizes = True
 
     def stats(self) -> EngineStats:
         return EngineStats()
