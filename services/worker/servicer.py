@@ -88,7 +88,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                     request_id=chunk.request_id, token_ids=list(chunk.token_ids),
                     finish_reason=convert.finish_to_proto(chunk.finish_reason),
                 )
-                if chunk.text is not None:
+                if engine.detokenizes:
                     reply.text = chunk.text
                 if chunk.usage is not None:
                     reply.usage.CopyFrom(convert.usage_to_proto(chunk.usage))

@@ -70,13 +70,13 @@ class Usage:
 class GenerationChunk:
     """Tokens produced since the previous chunk; the last chunk carries ``finish_reason`` and ``usage``.
 
-    ``text`` is None from an engine that does not detokenize; one that does sets it on every chunk, and
-    it need not be the text of this chunk's tokens (vLLM holds text back while a stop string may match).
+    ``text`` comes from an engine that detokenizes (``EngineBackend.detokenizes``); it need not be the
+    text of this chunk's tokens (vLLM holds text back while a stop string may match).
     """
 
     request_id: str
     token_ids: tuple[int, ...]
-    text: str | None = None
+    text: str = ""
     finish_reason: FinishReason | None = None
     usage: Usage | None = None
 
