@@ -12,6 +12,8 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import grpc
 import pytest
@@ -71,6 +73,17 @@ def scheduler(start_service, *args: str):
     return start_service("scheduler", "--registry-poll-s", "0.1", "--heartbeat-ttl-s", "2", *args)
 
 
+@contextmanager
+def metered_front_door(start_service, workers: int, *args: str) -> Iterator[tuple[Any, scheduler_pb2_grpc.SchedulerServiceStub, int]]:
+    """A scheduler with a metrics port, once it has adopted ``workers`` workers: (its service, a stub, the port)."""
+    port = free_port()
+    front = scheduler(start_service, "--metrics-port", str(port), *args)
+    with grpc.insecure_channel(front.address) as channel:
+        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        adopted(stub, workers)
+        yield front, stub, port
+
+
 def test_prefix_sharing_requests_follow_the_cache_across_scheduler_replicas(start_service, redis_server, namespace):
     for index in range(3):
         worker(start_service, f"w{index}", "20")
@@ -111,11 +124,7 @@ def _cached_on(redis_url: str, namespace: str, worker_id: str) -> bool:
 def test_metrics_show_where_requests_went_how_e2_chose_and_what_the_index_saved(start_service, redis_server, namespace):
     for index in range(2):
         worker(start_service, f"w{index}", "20")
-    port = free_port()
-    front = scheduler(start_service, "--metrics-port", str(port))
-    with grpc.insecure_channel(front.address) as channel:
-        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
-        adopted(stub, 2)
+    with metered_front_door(start_service, 2) as (_, stub, port):
         home = list(stub.Generate(token_request("seed", SHARED_PREFIX + [7] * 16, 4), timeout=30))[0].worker_id
         wait_until(lambda: _cached_on(redis_server.url, namespace, home), "the seed's blocks reach the index")
         follower = list(stub.Generate(token_request("follower", SHARED_PREFIX + [8] * 16, 4), timeout=30))
@@ -130,11 +139,7 @@ def test_metrics_show_where_requests_went_how_e2_chose_and_what_the_index_saved(
 def test_a_worker_killed_before_the_first_token_is_replaced_by_another(start_service):
     slow = worker(start_service, "a-slow", "0.001")  # placed first on ties; its prefill takes minutes
     worker(start_service, "b-fast", "20")
-    port = free_port()
-    front = scheduler(start_service, "--metrics-port", str(port))
-    with grpc.insecure_channel(front.address) as channel:
-        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
-        adopted(stub, 2)
+    with metered_front_door(start_service, 2) as (front, stub, port):
         stream = stub.Generate(token_request("survivor", list(range(200, 264)), 8), timeout=60)
         wait_until(lambda: _running(stub, "a-slow"), "the request runs on a-slow")
         slow.process.send_signal(signal.SIGKILL)
@@ -158,12 +163,8 @@ def _running(stub: scheduler_pb2_grpc.SchedulerServiceStub, worker_id: str) -> b
 def test_a_worker_lost_after_the_first_token_fails_the_stream_cleanly(start_service, sent):
     """Killed, its stream breaks; frozen, the stream stays open and the registry says it died."""
     workers = {name: worker(start_service, name, "1") for name in ("w0", "w1")}
-    port = free_port()
-    front = scheduler(start_service, "--metrics-port", str(port))
     try:
-        with grpc.insecure_channel(front.address) as channel:
-            stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
-            adopted(stub, 2)
+        with metered_front_door(start_service, 2) as (_, stub, port):
             stream = stub.Generate(token_request("doomed", list(range(300, 364)), 4000), timeout=30)
             first = next(stream)
             workers[first.worker_id].process.send_signal(sent)
@@ -231,11 +232,7 @@ def _health(stub: scheduler_pb2_grpc.SchedulerServiceStub, worker_id: str) -> in
 
 def test_a_request_no_engine_can_hold_is_refused_naming_the_field_and_costs_no_worker(start_service):
     worker(start_service, "w0", "20")
-    port = free_port()
-    front = scheduler(start_service, "--metrics-port", str(port))
-    with grpc.insecure_channel(front.address) as channel:
-        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
-        adopted(stub, 1)
+    with metered_front_door(start_service, 1) as (_, stub, port):
         with pytest.raises(grpc.RpcError) as refused:
             list(stub.Generate(token_request("huge", list(range(30_000)), 5_000), timeout=20))
         after = list(stub.Generate(token_request("fits", list(range(64)), 4), timeout=20))
@@ -302,11 +299,7 @@ def test_with_the_prefix_index_frozen_or_down_placement_goes_on_by_load(start_se
     own = ("--redis-url", redis.url)
     try:
         worker(start_service, "w0", "20", *own)
-        port = free_port()
-        front = scheduler(start_service, "--metrics-port", str(port), *own)
-        with grpc.insecure_channel(front.address) as channel:
-            stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
-            adopted(stub, 1)
+        with metered_front_door(start_service, 1, *own) as (front, stub, port):
             served = lambda name: sum(len(reply.token_ids) for reply in  # noqa: E731
                                       stub.Generate(token_request(name, SHARED_PREFIX + [len(name)] * 16, 4), timeout=20))
             assert served("before") == 4
@@ -347,13 +340,10 @@ async def test_the_text_a_stream_ends_in_the_middle_of_a_character_is_not_lost(s
 def test_text_streams_through_the_tokenizer_and_losing_it_is_not_blamed_on_the_worker(start_service):
     worker(start_service, "w0", "2")  # slow enough to stop the tokenizer mid-stream
     tokenizer = start_service("tokenizer")
-    port = free_port()
-    front = scheduler(start_service, "--tokenizer-address", tokenizer.address, "--metrics-port", str(port))
     told = scheduler_pb2.GenerateRequest(request_id="told", model=MODEL, text="Tell me about queues.", max_tokens=8,
                                          return_text=True, sampling=common_pb2.SamplingParams(ignore_eos=True))
-    with grpc.insecure_channel(front.address) as channel, grpc.insecure_channel(tokenizer.address) as direct:
-        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
-        adopted(stub, 1)
+    with metered_front_door(start_service, 1, "--tokenizer-address", tokenizer.address) as (_, stub, port), \
+            grpc.insecure_channel(tokenizer.address) as direct:
         replies = list(stub.Generate(told, timeout=30))
         ids = [token for reply in replies for token in reply.token_ids]
         whole = tokenizer_pb2_grpc.TokenizerServiceStub(direct).Detokenize(
