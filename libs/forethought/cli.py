@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -86,6 +87,21 @@ async def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench(argv: list[str]) -> int:
+    """Runs ``benchmarks/<name>`` of the source checkout this package was installed from."""
+    checkout = Path(__file__).resolve().parents[2]
+    if not (checkout / "benchmarks" / "__init__.py").is_file():
+        print("forethought bench: the benchmarks live in the source checkout (benchmarks/), not in an installed "
+              "wheel; clone the repository and run `scripts/install` there", file=sys.stderr)
+        return 2
+    # Benchmarks start services and helpers as subprocesses that import ``benchmarks`` too.
+    sys.path.insert(0, str(checkout))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH")]))
+    from benchmarks import main as bench_main
+
+    return bench_main(argv)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="forethought", description="A demand-aware gRPC serving mesh for LLM applications.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -134,9 +150,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return train_main(argv[1:])
     if argv[:1] == ["bench"]:
-        from forethought.bench import main as bench_main
-
-        return bench_main(argv[1:])
+        return _bench(argv[1:])
     args = build_parser().parse_args(argv)
     if args.command == "up":
         return _up(args)

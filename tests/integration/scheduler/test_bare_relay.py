@@ -17,7 +17,7 @@ def test_the_bare_relay_takes_turns_over_its_workers_and_streams_their_tokens(st
     workers = [start_service("worker", "--engine", "null", "--worker-id", f"null-{i}", "--model", MODEL).address
                for i in range(2)]
     port = free_port()
-    relay = subprocess.Popen([sys.executable, "-m", "forethought.bench.bare_relay", "--port", str(port),
+    relay = subprocess.Popen([sys.executable, "-m", "benchmarks.bare_relay", "--port", str(port),
                               *(flag for address in workers for flag in ("--worker", address))])
     try:
         address = f"127.0.0.1:{port}"

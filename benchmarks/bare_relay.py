@@ -7,7 +7,7 @@ null-engine workers. It takes the same ``SchedulerService.Generate`` call, sends
 validation, queue, prefix index, router, tracing or metrics interceptor. Its CPU per call is what any
 Python gRPC front door that streams through a worker pays before deciding anything.
 
-Run: ``python -m forethought.bench.bare_relay --port P --worker HOST:PORT [--worker ...]``.
+Run: ``python -m benchmarks.bare_relay --port P --worker HOST:PORT [--worker ...]``.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ async def serve(port: int, workers: Sequence[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m forethought.bench.bare_relay", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bare_relay", description=__doc__.split("\n")[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--worker", action="append", required=True, help="a worker's HOST:PORT (repeatable)")
     args = parser.parse_args(argv)

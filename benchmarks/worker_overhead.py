@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from forethought.bench.report import LineSeries, ResultTable, add_output_argument, line_plot, write_table
+from benchmarks.report import LineSeries, ResultTable, add_output_argument, line_plot, write_table
 from forethought.cluster.redis_server import start_redis
 from forethought.engine.backend import EngineBackend, GenerationRequest, SamplingParams
 from forethought.prewarm import ModelLifecycle

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from forethought.bench.report import ResultTable, add_output_argument, write_table
+from benchmarks.report import ResultTable, add_output_argument, write_table
 from forethought.costmodel import CostModelExecutor
 from forethought.engine.core import EngineConfig, EngineCore, StepOutput
 from forethought.sim.config import ClusterConfig, build_simulator

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from forethought.bench.report import (
+from benchmarks.report import (
     LineSeries,
     ResultTable,
     add_output_argument,

@@ -1,4 +1,4 @@
-from forethought.bench import run_benchmark
+from benchmarks import run_benchmark
 
 
 def test_bros_benchmark_writes_its_table_and_plots(tmp_path, capsys) -> None:

@@ -42,12 +42,13 @@ from forethought.engine.backend import BlockStored
 from forethought.prefix.hashing import chained_block_hashes
 from forethought.prefix.redis_index import RedisPrefixIndex
 from forethought.routing import RoutingRequest, build_router
+from benchmarks.report import add_output_argument
 
 BLOCK_SIZE = 16
 WORKERS = 8
 MODEL = "SmolLM2-135M-Instruct"
 BARE_RELAY = "bare-relay"
-"""``--service-routers`` name of the floor run: ``forethought.bench.bare_relay`` instead of the scheduler."""
+"""``--service-routers`` name of the floor run: ``benchmarks.bare_relay`` instead of the scheduler."""
 
 
 @dataclass(frozen=True)
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                              f"to nothing; {BARE_RELAY}: a front door that only relays, the gRPC floor)")
     parser.add_argument("--skip-service", action="store_true", help="only the in-process part")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=Path("docs/results/placement"))
+    add_output_argument(parser, "placement")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.routers.split(",") if n.strip()]
     try:
@@ -256,7 +257,7 @@ def mesh_processes(redis_port: int, workers: int, router: str) -> Iterator[Mesh]
                                   "--worker-id", f"null-{i}", "--model", MODEL, "--capacity", "1024")
                             for i in range(workers)]
         if router == BARE_RELAY:
-            scheduler = start("scheduler", "forethought.bench.bare_relay",
+            scheduler = start("scheduler", "benchmarks.bare_relay",
                               *(flag for address in worker_addresses for flag in ("--worker", address)))
         else:
             scheduler = start("scheduler", "forethought.cli", "serve", "scheduler", *common, "--router", router,

@@ -1,4 +1,4 @@
-"""How every benchmark reports: a Markdown table, PNG plots and progress bars, under ``docs/results/<name>/``.
+"""How every benchmark reports: a Markdown table, PNG plots and progress bars, under ``benchmarks/results/<name>/``.
 
 Benchmarks build a ``ResultTable``, write it with ``write_table`` (which also prints it) and draw
 ``LineSeries`` with ``line_plot``. Plots use matplotlib's Agg backend, so no display is needed.
@@ -15,15 +15,15 @@ from typing import TypeVar
 
 from tqdm import tqdm
 
-RESULTS_ROOT = Path("docs") / "results"
-"""Relative to the working directory: benchmark commands run from the repository root."""
+RESULTS_ROOT = Path(__file__).resolve().parent / "results"
+"""``benchmarks/results`` in the checkout, wherever the command runs from."""
 
 Cell = str | int | float | None
 T = TypeVar("T")
 
 
 def results_dir(name: str, root: str | Path | None = None) -> Path:
-    """``<root>/<name>`` (default ``docs/results/<name>``), created if missing."""
+    """``<root>/<name>`` (default ``benchmarks/results/<name>``), created if missing."""
     directory = Path(root) / name if root is not None else RESULTS_ROOT / name
     directory.mkdir(parents=True, exist_ok=True)
     return directory

@@ -1,7 +1,7 @@
 """Benchmarks by name: ``forethought bench <name> [args]`` runs ``BENCHMARKS[name](args)``.
 
-Each benchmark is a module ``forethought.bench.<name>`` with ``main(argv: list[str]) -> int`` that writes a
-Markdown table and PNG plots under ``docs/results/<name>/`` (see ``forethought.bench.report``) and prints
+Each benchmark is a module ``benchmarks.<name>`` with ``main(argv: list[str]) -> int`` that writes a
+Markdown table and PNG plots under ``benchmarks/results/<name>/`` (see ``benchmarks.report``) and prints
 the table. Modules are imported only when their benchmark runs, so listing them stays fast.
 Adding a benchmark is one line in ``BENCHMARKS``.
 """
@@ -26,12 +26,12 @@ def lazy_main(module: str) -> BenchmarkMain:
 
 
 BENCHMARKS: dict[str, BenchmarkMain] = {
-    "bros": lazy_main("forethought.bench.bros"),
-    "e2": lazy_main("forethought.bench.e2"),
-    "placement": lazy_main("forethought.bench.placement"),
-    "ssjf": lazy_main("forethought.bench.ssjf"),
-    "sim": lazy_main("forethought.bench.sim_speed"),
-    "worker-overhead": lazy_main("forethought.bench.worker_overhead"),
+    "bros": lazy_main("benchmarks.bros"),
+    "e2": lazy_main("benchmarks.e2"),
+    "placement": lazy_main("benchmarks.placement"),
+    "ssjf": lazy_main("benchmarks.ssjf"),
+    "sim": lazy_main("benchmarks.sim_speed"),
+    "worker-overhead": lazy_main("benchmarks.worker_overhead"),
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from forethought.bench.e2 import (
+from benchmarks.e2 import (
     E2_HISTORY_WINDOW_S,
     ROUTERS,
     Scenario,

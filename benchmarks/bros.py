@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from forethought.bench.report import LineSeries, ResultTable, add_output_argument, line_plot, progress, write_table
+from benchmarks.report import LineSeries, ResultTable, add_output_argument, line_plot, progress, write_table
 from forethought.engine.backend import ServiceClass
 from forethought.engine.core import EngineConfig
 from forethought.sim.config import ClusterConfig, build_simulator

@@ -1,7 +1,7 @@
 import pytest
 
 from forethought import bench
-from forethought.bench.report import LineSeries, ResultTable, format_cell, line_plot, results_dir, write_table
+from benchmarks.report import LineSeries, ResultTable, format_cell, line_plot, results_dir, write_table
 
 
 def test_table_renders_markdown_and_is_printed(tmp_path, capsys) -> None:
@@ -45,4 +45,4 @@ def test_registry_runs_a_benchmark_by_name(monkeypatch, capsys) -> None:
 
 def test_registered_modules_import_lazily() -> None:
     assert {"bros", "sim"} <= set(bench.BENCHMARKS)
-    assert bench.BENCHMARKS["bros"].__qualname__ == "forethought.bench.bros.main"
+    assert bench.BENCHMARKS["bros"].__qualname__ == "benchmarks.bros.main"
