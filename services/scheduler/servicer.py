@@ -138,6 +138,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                     reply.text = chunk.text if chunk.HasField("text") else await detokenize(list(chunk.token_ids), last=last)
                 if scheduled.status is RequestStatus.DISPATCHED:
                     reply.worker_id = scheduled.worker_id
+                    reply.predicted_output_tokens = scheduled.queued.predicted_output_tokens
                     self._placement.first_token(scheduled)
                 if chunk.HasField("usage"):
                     reply.usage.CopyFrom(chunk.usage)
