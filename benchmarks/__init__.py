@@ -12,6 +12,8 @@ import importlib
 import sys
 from collections.abc import Callable
 
+from forethought.config import MissingPrerequisite
+
 BenchmarkMain = Callable[[list[str]], int]
 
 
@@ -35,6 +37,14 @@ BENCHMARKS: dict[str, BenchmarkMain] = {
 }
 
 
+def prerequisite_message(name: str, error: Exception) -> str:
+    """One line for a missing prerequisite: what is missing and how to provide it."""
+    if isinstance(error, FileNotFoundError):
+        return (f"forethought bench {name}: {error.filename or error} is missing; the public traces are read from "
+                "../shared/data beside the checkout: point FORETHOUGHT_DATA_DIR (or --data-dir) at a copy")
+    return f"forethought bench {name}: {error}"
+
+
 def run_benchmark(name: str, argv: list[str]) -> int:
     """Runs benchmark ``name`` with its own arguments; returns its exit status."""
     if name not in BENCHMARKS:
@@ -53,4 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     if args[0] not in BENCHMARKS:
         print(f"unknown benchmark {args[0]!r}; known: {', '.join(sorted(BENCHMARKS))}", file=sys.stderr)
         return 2
-    return run_benchmark(args[0], args[1:])
+    try:
+        return run_benchmark(args[0], args[1:])
+    except (MissingPrerequisite, FileNotFoundError) as error:
+        print(prerequisite_message(args[0], error), file=sys.stderr)
+        return 2

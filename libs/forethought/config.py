@@ -19,6 +19,11 @@ EXPORTERS = ("none", "console", "otlp")
 LOG_FORMATS = ("text", "json")
 
 
+class MissingPrerequisite(RuntimeError):
+    """Something a service or command needs is not installed or not built; the message names it and the
+    command that provides it, so the CLI can say so in one line instead of a traceback."""
+
+
 class ConfigError(ValueError):
     """A setting has a value its rule forbids."""
 

