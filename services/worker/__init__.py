@@ -30,6 +30,7 @@ from forethought.v1 import worker_pb2_grpc
 log = logging.getLogger(__name__)
 
 ENGINES = ("sim", "vllm", "null")
+VLLM_DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,10 @@ class Settings(ServiceSettings):
     sim_kv_blocks: int = option(2048, "sim and null engines: KV blocks of 16 tokens")
     vllm_kv_cache_gib: float = option(1.0, "vLLM on CPU: KV cache space in GiB")
     vllm_max_model_len: int = option(2048, "vLLM: longest prompt plus output, in tokens")
+    vllm_dtype: str = option(
+        "auto", "vLLM: compute dtype; auto = bfloat16 on a CPU with native bf16, float32 on other CPUs, "
+        "the model's own on a GPU (docs/vllm.md)"
+    )
     vllm_enable_lora: bool = option(False, "vLLM: serve LoRA adapters (needed to prewarm them)")
     vllm_bros_scheduler: bool = option(False, "vLLM: BROS priority packing and adaptive batch size (docs/vllm.md)")
     prewarm_ttl_s: float = option(60.0, "seconds a prewarmed, unused backend is kept before it counts as waste")
@@ -62,6 +67,8 @@ class Settings(ServiceSettings):
             raise ConfigError("heartbeat_s", "must be > 0 and below heartbeat_ttl_s", self.heartbeat_s)
         if self.sim_profile not in profile_names():
             raise ConfigError("sim_profile", f"must be one of {profile_names()}", self.sim_profile)
+        if self.vllm_dtype not in VLLM_DTYPES:
+            raise ConfigError("vllm_dtype", f"must be one of {VLLM_DTYPES}", self.vllm_dtype)
         if self.sim_speedup <= 0:
             raise ConfigError("sim_speedup", "must be > 0", self.sim_speedup)
         if self.prewarm_ttl_s <= 0:
@@ -80,7 +87,7 @@ def build_engine(settings: Settings, model: str) -> EngineBackend:
             scheduler_cls = BrosVllmScheduler
         return VllmEngineBackend(VllmEngineOptions(
             model=model, kv_cache_gib=settings.vllm_kv_cache_gib, max_model_len=settings.vllm_max_model_len,
-            enable_lora=settings.vllm_enable_lora, scheduler_cls=scheduler_cls,
+            dtype=settings.vllm_dtype, enable_lora=settings.vllm_enable_lora, scheduler_cls=scheduler_cls,
         ))
     if settings.engine == "null":
         from forethought.engine.null_backend import NullEngineBackend

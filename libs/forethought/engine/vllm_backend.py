@@ -5,17 +5,20 @@ process): token-id prompts in, streamed token ids and text out, priority schedul
 automatic prefix caching, abort on cancel, usage with cached prompt tokens and measured TTFT in the last
 chunk. Load comes from a stat logger vLLM calls every step; prefix state from vLLM's KV cache events,
 re-hashed into the project's chained block hashes (``vllm_events``). What of BROS this can honour is
-written down in ``docs/vllm.md``.
+written down in ``docs/vllm.md``. On a CPU the model runs in the engine-core process (``uni`` executor),
+in float32 unless the processor has native bf16 (``cpu_dtype``), on every usable CPU but one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,7 @@ from vllm.config import KVEventsConfig
 from vllm.engine.arg_utils import AsyncEngineArgs
 from vllm.inputs import TokensPrompt
 from vllm.lora.request import LoRARequest
+from vllm.platforms import current_platform
 from vllm.sampling_params import RequestOutputKind
 from vllm.v1.engine.async_llm import AsyncLLM
 from vllm.v1.metrics.loggers import StatLoggerBase
@@ -36,6 +40,7 @@ from forethought.engine.backend import (
     GenerationRequest,
     Usage,
 )
+from forethought.engine.cpu_dtype import AUTO, read_cpu_flags, resolve_dtype
 from forethought.engine.vllm_bros_scheduler import slo_extra_args
 from forethought.engine.vllm_events import KvEventSubscriber, KvEventTranslator
 from forethought.engine.vllm_stats import LoadMonitor
@@ -62,7 +67,8 @@ class VllmEngineOptions:
     kv_cache_gib: float = 1.0
     block_size: int = 32
     index_block_size: int = 16
-    dtype: str = "bfloat16"
+    dtype: str = AUTO
+    """``"auto"``: float32 on a CPU without native bf16, bfloat16 on one with it, vLLM's choice on a GPU."""
     enforce_eager: bool = True
     max_num_seqs: int = 64
     enable_lora: bool = False
@@ -70,6 +76,13 @@ class VllmEngineOptions:
     scheduler_cls: str | type | None = None
     """None for vLLM's own scheduler; ``BrosVllmScheduler`` for BROS's RT/BE ordering."""
     seed: int = 0
+    executor: str = "uni"
+    """vLLM's ``distributed_executor_backend``: ``uni`` runs the model in the engine-core process; ``mp``
+    in a worker process of its own, which on a CPU pins its OpenMP threads to cores (docs/vllm.md)."""
+    cpu_threads: int = 0
+    """OpenMP threads of the ``uni`` executor on a CPU; 0: every usable CPU but one, as vLLM reserves."""
+    engine_env: Mapping[str, str] = field(default_factory=dict)
+    """Environment variables set while the engine starts, so its processes inherit them."""
 
     def __post_init__(self) -> None:
         if self.block_size % self.index_block_size:
@@ -109,6 +122,21 @@ class _MonitorStatLogger(StatLoggerBase):
         """Nothing to log: the backend reports readiness itself."""
 
 
+@contextlib.contextmanager
+def _environment(variables: Mapping[str, str]) -> Iterator[None]:
+    """``variables`` set in ``os.environ`` inside the block, the previous values restored after it."""
+    previous = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def _to_vllm_sampling(request: GenerationRequest) -> VllmSamplingParams:
     sampling = request.sampling
     return VllmSamplingParams(
@@ -125,6 +153,48 @@ def _to_vllm_sampling(request: GenerationRequest) -> VllmSamplingParams:
     )
 
 
+def compute_threads(requested: int, usable_cpus: int) -> int:
+    """``requested`` threads, or for 0 every usable CPU but one (left to the front end), at least one."""
+    return requested if requested > 0 else max(1, usable_cpus - 1)
+
+
+def start_environment(options: VllmEngineOptions, on_cpu: bool, usable_cpus: int) -> dict[str, str]:
+    """The environment an engine of ``options`` starts in: what the executor needs, then ``engine_env``."""
+    env: dict[str, str] = {}
+    if options.executor == "uni" and on_cpu:
+        # vLLM's CPU platform turns a uni executor into mp unless multiprocessing is off.
+        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        # Without mp's binding, torch would start one thread per CPU, the front end's included.
+        env["OMP_NUM_THREADS"] = str(compute_threads(options.cpu_threads, usable_cpus))
+    return env | dict(options.engine_env)
+
+
+def engine_args(
+    options: VllmEngineOptions, model_path: Path, dtype: str, kv_endpoint: str
+) -> AsyncEngineArgs:
+    """vLLM's arguments for ``options`` with the model at ``model_path`` and ``dtype`` resolved."""
+    return AsyncEngineArgs(
+        model=str(model_path),
+        served_model_name=[options.model],
+        max_model_len=options.max_model_len,
+        kv_cache_memory_bytes=int(options.kv_cache_gib * (1 << 30)),
+        block_size=options.block_size,
+        dtype=dtype,
+        distributed_executor_backend=options.executor,
+        enforce_eager=options.enforce_eager,
+        enable_prefix_caching=True,
+        scheduling_policy="priority",
+        scheduler_cls=options.scheduler_cls,
+        max_num_seqs=options.max_num_seqs,
+        enable_lora=options.enable_lora,
+        max_lora_rank=options.max_lora_rank,
+        seed=options.seed,
+        kv_events_config=KVEventsConfig(
+            enable_kv_cache_events=True, publisher="zmq", endpoint=kv_endpoint, topic="kv"
+        ),
+    )
+
+
 class VllmEngineBackend:
     """``EngineBackend`` over vLLM's ``AsyncLLM``; create, ``await start()``, serve, ``await stop()``."""
 
@@ -137,6 +207,8 @@ class VllmEngineBackend:
         self.model = options.model
         self.start_seconds = 0.0
         """How long ``start()`` took: model load, KV cache allocation, engine process start."""
+        self.dtype = options.dtype
+        """The compute dtype the engine runs in, ``options.dtype`` with ``"auto"`` resolved at start."""
         self._clock = clock
         self._monitor = LoadMonitor(clock)
         self._engine: AsyncLLM | None = None
@@ -166,7 +238,8 @@ class VllmEngineBackend:
         endpoint = f"ipc://{self._kv_socket}"
         # The first use of a known model name converts it (about 20 s): also off the event loop.
         model_path = await asyncio.to_thread(resolve_model, self.options.model)
-        args = self._engine_args(model_path, endpoint)
+        self.dtype = resolve_dtype(self.options.dtype, read_cpu_flags(), current_platform.is_cpu())
+        args = engine_args(self.options, model_path, self.dtype, endpoint)
         monitor = self._monitor
 
         def stat_logger(_config: object, _engine_index: int) -> StatLoggerBase:
@@ -174,9 +247,12 @@ class VllmEngineBackend:
 
         # Built off the event loop: loading takes tens of seconds and AsyncLLM starts its loop tasks
         # lazily on the first request when constructed outside a running loop.
-        self._engine = await asyncio.to_thread(
-            AsyncLLM.from_engine_args, args, stat_loggers=[stat_logger]
-        )
+        env = start_environment(self.options, current_platform.is_cpu(), len(os.sched_getaffinity(0)))
+        # NOTE: os.environ is the process's: engines started at once in one process share these values.
+        with _environment(env):
+            self._engine = await asyncio.to_thread(
+                AsyncLLM.from_engine_args, args, stat_loggers=[stat_logger]
+            )
         vllm_blocks = self._engine.vllm_config.cache_config.num_gpu_blocks or 0
         # Reported in index blocks, the unit of EngineStats.block_size and of the cache events.
         per_vllm_block = self.options.block_size // self.options.index_block_size
@@ -186,28 +262,6 @@ class VllmEngineBackend:
         )
         await self._events.start()
         self.start_seconds = self._clock() - started
-
-    def _engine_args(self, model_path: Path, kv_endpoint: str) -> AsyncEngineArgs:
-        options = self.options
-        return AsyncEngineArgs(
-            model=str(model_path),
-            served_model_name=[options.model],
-            max_model_len=options.max_model_len,
-            kv_cache_memory_bytes=int(options.kv_cache_gib * (1 << 30)),
-            block_size=options.block_size,
-            dtype=options.dtype,
-            enforce_eager=options.enforce_eager,
-            enable_prefix_caching=True,
-            scheduling_policy="priority",
-            scheduler_cls=options.scheduler_cls,
-            max_num_seqs=options.max_num_seqs,
-            enable_lora=options.enable_lora,
-            max_lora_rank=options.max_lora_rank,
-            seed=options.seed,
-            kv_events_config=KVEventsConfig(
-                enable_kv_cache_events=True, publisher="zmq", endpoint=kv_endpoint, topic="kv"
-            ),
-        )
 
     async def stop(self) -> None:
         if self._engine is None:
