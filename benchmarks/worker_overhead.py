@@ -9,13 +9,24 @@ so the prefix cache favours no target; rounds alternate the order of targets.
 
 ``forethought bench worker-overhead [--concurrency 1 4 16] [--rounds 2]``; goal: throughput within 5%
 of bare vLLM, TTFT within 10 ms.
+
+With ``--variant SPEC ...`` it compares engine settings instead: one ``VllmEngineBackend`` per spec, all
+started before the first round (an idle engine sleeps), measured in alternating order like the targets
+above. A spec is comma-separated ``key=value``: lower-case keys are ``VllmEngineOptions`` fields
+(``dtype=float32,max_num_seqs=32``), upper-case keys are environment variables of the engine's processes
+(``VLLM_CPU_NUM_OF_RESERVED_CPU=0``); the spec ``default`` is the options' defaults.
+
+``--step-profile`` runs the first variant's engine inside this process instead (no IPC) and splits its
+decode steps into phases: scheduling, input preparation, model forward, logits, sampling, output handling.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import gc
+import os
 import random
 import statistics
 import time
@@ -25,11 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from benchmarks.report import LineSeries, ResultTable, add_output_argument, line_plot, write_table
-from forethought.cluster.redis_server import start_redis
 from forethought.engine.backend import EngineBackend, GenerationRequest, SamplingParams
-from forethought.prewarm import ModelLifecycle
-from forethought.rpc.channels import open_channel
-from forethought.rpc.server import running_service
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc
 
 
@@ -141,6 +148,43 @@ class RoundResult:
     p50_ttft_s: float
     frontend_cpu_ms: float
     """CPU time of this process per request: vLLM's front end plus whatever the target adds."""
+    load_average: float
+    """The machine's 1-minute load average when the round ended (other jobs share the cores)."""
+
+
+@dataclass(frozen=True)
+class EngineVariant:
+    """One engine setting to compare: option overrides and environment variables, named by its spec."""
+
+    name: str
+    options: dict[str, Any]
+    env: dict[str, str]
+
+
+def parse_variant(spec: str, defaults: object) -> EngineVariant:
+    """``"dtype=float32,VLLM_CPU_NUM_OF_RESERVED_CPU=0"`` -> options and env; values take the type of
+    the field's default in ``defaults`` (a ``VllmEngineOptions``)."""
+    options: dict[str, Any] = {}
+    env: dict[str, str] = {}
+    for item in filter(None, spec.split(",")) if spec != "default" else ():
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"variant item {item!r} must be key=value")
+        if key.isupper():
+            env[key] = value
+        elif hasattr(defaults, key):
+            options[key] = _typed_like(getattr(defaults, key), value)
+        else:
+            raise ValueError(f"variant key {key!r} is neither an engine option nor an environment variable")
+    return EngineVariant(spec, options, env)
+
+
+def _typed_like(default: object, value: str) -> object:
+    if isinstance(default, bool):
+        return value.lower() in ("1", "true", "yes")
+    if isinstance(default, (int, float)):
+        return type(default)(value)
+    return value
 
 
 def random_prompts(count: int, length: int, rng: random.Random, vocab: int = 49152) -> list[tuple[int, ...]]:
@@ -168,44 +212,52 @@ async def run_round(
     ttfts = [t.ttft_s for t in timings]
     return RoundResult(
         target.name, concurrency, sum(t.output_tokens for t in timings) / elapsed,
-        statistics.fmean(ttfts), statistics.median(ttfts), cpu_ms,
+        statistics.fmean(ttfts), statistics.median(ttfts), cpu_ms, os.getloadavg()[0],
     )
 
 
 async def compare(
     targets: Sequence[Target], concurrencies: Sequence[int], rounds: int,
-    prompt_tokens: int, max_tokens: int, seed: int,
+    prompt_tokens: int, max_tokens: int, seed: int, min_requests: int = 8,
 ) -> list[RoundResult]:
-    """Every target at every concurrency, ``rounds`` times, alternating which target goes first."""
+    """Every target at every concurrency, ``rounds`` times, alternating which target goes first;
+    a round sends ``max(min_requests, 2 * concurrency)`` requests."""
     rng = random.Random(seed)
     results: list[RoundResult] = []
     for concurrency in concurrencies:
         for round_index in range(rounds):
             order = targets if round_index % 2 == 0 else list(reversed(targets))
             for target in order:
-                prompts = random_prompts(max(8, 2 * concurrency), prompt_tokens, rng)
-                results.append(await run_round(target, prompts, max_tokens, concurrency))
+                prompts = random_prompts(max(min_requests, 2 * concurrency), prompt_tokens, rng)
+                result = await run_round(target, prompts, max_tokens, concurrency)
+                print(f"c={concurrency} {target.name}: {result.tokens_per_s:.1f} tok/s, "
+                      f"load average {result.load_average:.2f}", flush=True)
+                results.append(result)
     return results
 
 
-def summarize(results: Sequence[RoundResult], baseline: str) -> ResultTable:
+def summarize(
+    results: Sequence[RoundResult], baseline: str,
+    title: str = "Same engine, same workload: bare vLLM vs the engine layer, the worker service and the mesh",
+) -> ResultTable:
     """Mean over rounds per target and concurrency, with ratios to ``baseline``."""
     table = ResultTable(
         ["concurrency", "target", "output tok/s", "throughput ratio", "mean TTFT ms", "p50 TTFT ms",
-         "TTFT delta ms", "front-end CPU ms/request"],
-        title="Same engine, same workload: bare vLLM vs the engine layer, the worker service and the mesh",
+         "TTFT delta ms", "front-end CPU ms/request", "load average"],
+        title=title,
     )
     for concurrency in sorted({r.concurrency for r in results}):
         by_target = _means(r for r in results if r.concurrency == concurrency)
         base = by_target[baseline]
-        for name, (tps, ttft, p50, cpu_ms) in by_target.items():
+        for name, (tps, ttft, p50, cpu_ms, load) in by_target.items():
             table.add(concurrency, name, tps, tps / base[0], ttft * 1000, p50 * 1000,
-                      (ttft - base[1]) * 1000, cpu_ms)
+                      (ttft - base[1]) * 1000, cpu_ms, load)
     return table
 
 
-def _means(results: Iterable[RoundResult]) -> dict[str, tuple[float, float, float, float]]:
-    """Per target, means over rounds: throughput, mean TTFT, p50 TTFT, front-end CPU per request."""
+def _means(results: Iterable[RoundResult]) -> dict[str, tuple[float, float, float, float, float]]:
+    """Per target, means over rounds: throughput, mean TTFT, p50 TTFT, front-end CPU per request,
+    load average."""
     grouped: dict[str, list[RoundResult]] = {}
     for result in results:
         grouped.setdefault(result.target, []).append(result)
@@ -215,9 +267,140 @@ def _means(results: Iterable[RoundResult]) -> dict[str, tuple[float, float, floa
             statistics.fmean(r.mean_ttft_s for r in rs),
             statistics.fmean(r.p50_ttft_s for r in rs),
             statistics.fmean(r.frontend_cpu_ms for r in rs),
+            statistics.fmean(r.load_average for r in rs),
         )
         for name, rs in grouped.items()
     }
+
+
+STEP_PARTS = ("schedule", "input preparation", "model forward", "logits", "sampling", "update from output",
+              "output processing", "other")
+"""Where a decode step's time goes, in the order the engine spends it (``--step-profile``)."""
+
+
+class StepClock:
+    """Accumulates the time of wrapped engine methods per step; keeps only pure decode steps, where
+    every scheduled request computes exactly one token (prefill steps would blur the split)."""
+
+    def __init__(self) -> None:
+        self.current: dict[str, float] = {}
+        self.decode_steps = 0
+        self.decode_tokens = 0
+        self.totals: dict[str, float] = dict.fromkeys(STEP_PARTS, 0.0)
+        self.pure_decode = False
+        self.scheduled = 0
+
+    def wrap(self, owner: object, method: str, part: str) -> None:
+        original = getattr(owner, method)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.current[part] = self.current.get(part, 0.0) + time.perf_counter() - started
+
+        setattr(owner, method, timed)
+
+    def note_schedule(self, output: Any) -> None:
+        self.scheduled = len(output.num_scheduled_tokens)
+        self.pure_decode = self.scheduled > 0 and output.total_num_scheduled_tokens == self.scheduled
+
+    def end_step(self, total_s: float) -> None:
+        if self.pure_decode:
+            parts = dict(self.current)
+            # execute_model contains the forward and (here) the logits: its own share is input preparation.
+            parts["input preparation"] = parts.pop("execute model", 0.0) - parts.get("model forward", 0.0) \
+                - parts.get("logits", 0.0)
+            parts["other"] = total_s - sum(parts.values())
+            for part, seconds in parts.items():
+                self.totals[part] += seconds
+            self.decode_steps += 1
+            self.decode_tokens += self.scheduled
+        self.current = {}
+        self.pure_decode = False
+
+
+def _instrument(engine: Any, clock: StepClock) -> None:
+    """Wraps the in-process engine's step phases with ``clock``."""
+    core = engine.engine_core.engine_core
+    runner = core.model_executor.driver_worker.worker.model_runner
+    schedule = core.scheduler.schedule
+
+    def schedule_and_note(*args: Any, **kwargs: Any) -> Any:
+        output = schedule(*args, **kwargs)
+        clock.note_schedule(output)
+        return output
+
+    core.scheduler.schedule = schedule_and_note
+    clock.wrap(core.scheduler, "schedule", "schedule")
+    clock.wrap(core.model_executor, "execute_model", "execute model")
+    clock.wrap(runner.model, "forward", "model forward")
+    clock.wrap(runner.model, "compute_logits", "logits")
+    clock.wrap(core.model_executor, "sample_tokens", "sampling")
+    clock.wrap(core.scheduler, "update_from_output", "update from output")
+    clock.wrap(engine.output_processor, "process_outputs", "output processing")
+
+
+def _profile_steps(args: argparse.Namespace) -> int:
+    """``--step-profile``: the first variant's engine in this process (no IPC), one decode step split
+    into its phases at each concurrency; writes ``step_profile.md``."""
+    import torch
+    from vllm import SamplingParams as VllmSamplingParams
+    from vllm.inputs import TokensPrompt
+    from vllm.v1.engine.llm_engine import LLMEngine
+
+    from forethought.engine.cpu_dtype import read_cpu_flags, resolve_dtype
+    from forethought.engine.vllm_backend import VllmEngineOptions, engine_args, start_environment
+    from forethought.models import resolve_model
+
+    base = VllmEngineOptions(model=args.model, kv_cache_gib=args.kv_cache_gib)
+    variant = parse_variant(args.variant[0] if args.variant else "default", base)
+    options = dataclasses.replace(base, **variant.options, executor="uni",
+                                  engine_env={**base.engine_env, **variant.env})
+    # This process is the profile's alone: its environment is the engine's.
+    os.environ.update(start_environment(options, on_cpu=True, usable_cpus=len(os.sched_getaffinity(0))))
+    # torch read OMP_NUM_THREADS when it loaded, before the line above could set it.
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", torch.get_num_threads())))
+    dtype = resolve_dtype(options.dtype, read_cpu_flags(), on_cpu=True)
+    endpoint = f"ipc:///tmp/forethought-profile-{uuid.uuid4().hex[:8]}"
+    engine = LLMEngine.from_engine_args(engine_args(options, resolve_model(args.model), dtype, endpoint))
+    table = ResultTable(
+        ["concurrency", "decode step ms", *(f"{part} ms" for part in STEP_PARTS), "decode tok/s",
+         "load average"],
+        title=f"One decode step of `{variant.name}` ({dtype}), in process, by phase",
+    )
+    rng = random.Random(args.seed)
+    params = VllmSamplingParams(max_tokens=args.output_tokens, temperature=0.0, ignore_eos=True)
+    for concurrency in args.concurrency:
+        clock = StepClock()
+        _instrument(engine, clock)
+        for prompt in random_prompts(concurrency, args.prompt_tokens, rng):
+            engine.add_request(uuid.uuid4().hex, TokensPrompt(prompt_token_ids=list(prompt)), params)
+        while engine.has_unfinished_requests():
+            started = time.perf_counter()
+            engine.step()
+            clock.end_step(time.perf_counter() - started)
+        steps = max(clock.decode_steps, 1)
+        step_ms = sum(clock.totals.values()) * 1000 / steps
+        table.add(concurrency, step_ms, *(clock.totals[part] * 1000 / steps for part in STEP_PARTS),
+                  clock.decode_tokens / max(sum(clock.totals.values()), 1e-9), os.getloadavg()[0])
+        _uninstrument(engine)
+    write_table(args.out / "step_profile.md", [table],
+                preamble=f"`forethought bench worker-overhead {' '.join(_argv_echo(args))}`")
+    return 0
+
+
+def _uninstrument(engine: Any) -> None:
+    """Drops the instance attributes ``_instrument`` set, so the class methods apply again."""
+    core = engine.engine_core.engine_core
+    runner = core.model_executor.driver_worker.worker.model_runner
+    for owner, names in ((core.scheduler, ("schedule", "update_from_output")),
+                         (core.model_executor, ("execute_model", "sample_tokens")),
+                         (runner.model, ("forward", "compute_logits")),
+                         (engine.output_processor, ("process_outputs",))):
+        for name in names:
+            vars(owner).pop(name, None)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -227,14 +410,25 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--prompt-tokens", type=int, default=128)
     parser.add_argument("--output-tokens", type=int, default=32)
+    parser.add_argument("--min-requests", type=int, default=8,
+                        help="requests per round at least (else twice the concurrency)")
     parser.add_argument("--kv-cache-gib", type=float, default=1.0)
+    parser.add_argument("--variant", nargs="+", default=[], metavar="SPEC",
+                        help="compare these engine settings instead of the ways in (see above)")
+    parser.add_argument("--step-profile", action="store_true",
+                        help="split a decode step of the first variant's engine into its phases, in process")
     parser.add_argument("--seed", type=int, default=0)
     add_output_argument(parser, "worker_overhead")
     return parser
 
 
-async def _run(args: argparse.Namespace) -> int:
+async def _run_overhead(args: argparse.Namespace) -> list[RoundResult]:
+    """The four ways into one engine; writes ``results.md`` with the engine's start time."""
+    from forethought.cluster.redis_server import start_redis
     from forethought.engine.vllm_backend import VllmEngineBackend, VllmEngineOptions
+    from forethought.prewarm import ModelLifecycle
+    from forethought.rpc.channels import open_channel
+    from forethought.rpc.server import running_service
     from forethought.services.scheduler import Settings as SchedulerSettings
     from forethought.services.worker import Settings as WorkerSettings
     from forethought.services.worker import WorkerShell
@@ -256,10 +450,7 @@ async def _run(args: argparse.Namespace) -> int:
                 worker_target(worker_pb2_grpc.WorkerServiceStub(worker_channel)),
                 mesh_target(scheduler_pb2_grpc.SchedulerServiceStub(scheduler_channel), args.model),
             ]
-            # One untimed request per target pays first-call costs (lazy loop tasks, kernels, channels).
-            for target in targets:
-                await target.run(tuple(range(200, 264)), 4)
-            results = await compare(targets, args.concurrency, args.rounds, args.prompt_tokens, args.output_tokens, args.seed)
+            results = await _warm_and_compare(targets, args)
             start_seconds = backend.start_seconds
             del targets, backend
     finally:
@@ -272,22 +463,84 @@ async def _run(args: argparse.Namespace) -> int:
     engine_table.add(start_seconds, statistics.fmean(single) if single else None)
     write_table(args.out / "results.md", [summarize(results, DirectVllmTarget.name), engine_table],
                 preamble=f"`forethought bench worker-overhead {' '.join(_argv_echo(args))}`")
+    return results
+
+
+async def _run_variants(args: argparse.Namespace) -> list[RoundResult]:
+    """One engine per ``--variant``, all running, compared side by side; writes ``variants.md``."""
+    from forethought.engine.vllm_backend import VllmEngineBackend, VllmEngineOptions
+
+    base = VllmEngineOptions(model=args.model, kv_cache_gib=args.kv_cache_gib)
+    variants = [parse_variant(spec, base) for spec in args.variant]
+    backends: list[VllmEngineBackend] = []
+    engine_table = ResultTable(["variant", "dtype", "engine start s"], title="Engines compared")
+    try:
+        # One at a time: each start sets its own environment for the processes it spawns.
+        for variant in variants:
+            options = dataclasses.replace(
+                base, **variant.options, engine_env={**base.engine_env, **variant.env}
+            )
+            backend = VllmEngineBackend(options)
+            await backend.start()
+            backends.append(backend)
+            engine_table.add(variant.name, backend.dtype, backend.start_seconds)
+            print(f"started {variant.name} ({backend.dtype}) in {backend.start_seconds:.1f} s", flush=True)
+        targets: list[Target] = [
+            BackendTarget(backend, variant.name) for backend, variant in zip(backends, variants)
+        ]
+        results = await _warm_and_compare(targets, args)
+        del targets
+    finally:
+        for backend in backends:
+            await backend.stop()
+        del backends
+        gc.collect()
+    write_table(
+        args.out / "variants.md",
+        [summarize(results, variants[0].name, "Engine settings side by side, through VllmEngineBackend"),
+         engine_table],
+        preamble=f"`forethought bench worker-overhead {' '.join(_argv_echo(args))}`",
+    )
+    return results
+
+
+async def _warm_and_compare(targets: Sequence[Target], args: argparse.Namespace) -> list[RoundResult]:
+    # One untimed request per target pays first-call costs (lazy loop tasks, kernels, channels).
+    for target in targets:
+        await target.run(tuple(range(200, 264)), 4)
+    return await compare(targets, args.concurrency, args.rounds, args.prompt_tokens, args.output_tokens,
+                         args.seed, args.min_requests)
+
+
+async def _run(args: argparse.Namespace) -> int:
+    results = await (_run_variants(args) if args.variant else _run_overhead(args))
     means = {c: _means(r for r in results if r.concurrency == c) for c in sorted(args.concurrency)}
     series = [
         LineSeries(name, list(means), [means[c][name][0] for c in means])
-        for name in sorted({r.target for r in results})
+        for name in dict.fromkeys(r.target for r in results)
     ]
-    line_plot(args.out / "throughput.png", series, "Output throughput", "concurrent requests", "tokens/s")
+    plot = "variants_throughput.png" if args.variant else "throughput.png"
+    line_plot(args.out / plot, series, "Output throughput", "concurrent requests", "tokens/s")
     return 0
 
 
 def _argv_echo(args: argparse.Namespace) -> list[str]:
-    return ["--concurrency", *map(str, args.concurrency), "--rounds", str(args.rounds),
+    echo = ["--concurrency", *map(str, args.concurrency), "--rounds", str(args.rounds),
             "--prompt-tokens", str(args.prompt_tokens), "--output-tokens", str(args.output_tokens)]
+    if args.min_requests != 8:
+        echo += ["--min-requests", str(args.min_requests)]
+    if args.kv_cache_gib != 1.0:
+        echo += ["--kv-cache-gib", str(args.kv_cache_gib)]
+    if args.variant:
+        echo += ["--variant", *(f"'{spec}'" for spec in args.variant)]
+    if args.step_profile:
+        echo.append("--step-profile")
+    return echo
 
 
 def main(argv: list[str] | None = None) -> int:
-    return asyncio.run(_run(_parser().parse_args(argv)))
+    args = _parser().parse_args(argv)
+    return _profile_steps(args) if args.step_profile else asyncio.run(_run(args))
 
 
 if __name__ == "__main__":
