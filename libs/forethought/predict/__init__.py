@@ -14,11 +14,13 @@ from forethought.predict.length_cache import LengthCache
 from forethought.predict.observations import Observation, ObservationStore
 from forethought.predict.predictor import Predictor, PredictorHandle
 from forethought.predict.proxy import Formulation
+from forethought.predict.shipped import SHIPPED_DIR, PredictorChoice, resolve_predictor
 
 __all__ = [
     "MAX_PROMPT_CHARS",
     "NO_HISTORY",
     "QUANTILE_PERCENTS",
+    "SHIPPED_DIR",
     "BatchingPredictor",
     "ConversationHistory",
     "Forecaster",
@@ -30,7 +32,9 @@ __all__ = [
     "Observation",
     "ObservationStore",
     "Predictor",
+    "PredictorChoice",
     "PredictorHandle",
     "ResidualSpread",
+    "resolve_predictor",
     "validate_prompt",
 ]

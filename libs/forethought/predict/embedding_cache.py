@@ -1,7 +1,8 @@
-"""CLS states of a frozen backbone, cached on disk (SSJF section 3.1, phase 2 of fine-tuning).
+"""Text states (CLS or mean-pooled) of a frozen backbone, cached on disk (SSJF section 3.1, phase 2 of
+fine-tuning).
 
 Phase 2 trains only the head, so each training prompt needs one backbone forward, ever: the states are
-stored per backbone (a fingerprint of its weights) and token window, and a rerun, another head
+stored per backbone (a fingerprint of its weights), token window and pooling, and a rerun, another head
 formulation or a longer phase 2 reuses them. The file is rewritten atomically every ``flush_every``
 new states, so an interrupted run resumes where it stopped.
 """
@@ -34,7 +35,8 @@ def prompt_digest(prompt: str) -> str:
 
 
 class EmbeddingCache:
-    """prompt -> CLS state for one (backbone, token window), persisted as ``<dir>/<fingerprint>-<tokens>.npz``."""
+    """prompt -> text state for one (backbone, token window, pooling), persisted as
+    ``<dir>/<fingerprint>-<tokens>-<pooling>.npz``."""
 
     def __init__(self, path: Path | None, flush_every: int = 2048) -> None:
         self.path = path
@@ -45,10 +47,10 @@ class EmbeddingCache:
                 self._rows = dict(zip(stored["keys"].tolist(), stored["vectors"]))
 
     @classmethod
-    def for_backbone(cls, directory: Path | None, backbone: torch.nn.Module, max_tokens: int) -> EmbeddingCache:
+    def for_backbone(cls, directory: Path | None, backbone: torch.nn.Module, max_tokens: int, pooling: str) -> EmbeddingCache:
         if directory is None:
             return cls(None)
-        return cls(Path(directory) / f"{backbone_fingerprint(backbone)}-{max_tokens}.npz")
+        return cls(Path(directory) / f"{backbone_fingerprint(backbone)}-{max_tokens}-{pooling}.npz")
 
     def __len__(self) -> int:
         return len(self._rows)

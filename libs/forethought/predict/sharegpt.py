@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tqdm import tqdm
+
 from forethought.predict.history import ConversationHistory
 from forethought.workloads.sharegpt import iter_sharegpt_records, sharegpt_path
 
@@ -100,10 +102,12 @@ def load_samples(
     count_tokens: Callable[[list[str]], list[int]],
     max_conversations: int,
     path: Path | None = None,
+    progress: bool = False,
 ) -> dict[str, list[LengthSample]]:
     """Samples of the first ``max_conversations`` conversations, grouped by split."""
     by_split: dict[str, list[LengthSample]] = {split: [] for split in SPLITS}
-    for seen, (conversation_id, turns) in enumerate(iter_conversations(path or sharegpt_path())):
+    conversations = tqdm(iter_conversations(path or sharegpt_path()), desc="labelling ShareGPT", unit=" chats", disable=not progress)
+    for seen, (conversation_id, turns) in enumerate(conversations):
         if seen >= max_conversations:
             break
         by_split[split_of(conversation_id)].extend(conversation_samples(conversation_id, turns, count_tokens))

@@ -1,10 +1,11 @@
 """Train the SSJF proxy length predictor on ShareGPT and write an artifact folder (SSJF section 3.1).
 
-    python -m forethought.predict.train --out DIR [--quick] [--formulation reg-l1|reg-mse|cls|ordinal]
+    python -m forethought.predict.train [--out DIR] [--quick | --shipped] [--formulation reg-l1|reg-mse|cls|ordinal]
 
 Labels are response lengths in SmolLM2-135M-Instruct tokens (the served model); the head reads each
-prompt's CLS state and its conversation's history features. The full run is sized
-for a 2-core CPU (see docs/predictor.md); ``--quick`` is the small run the tests use.
+prompt's CLS state and its conversation's history features. The full run fine-tunes the backbone (phase
+1) and is sized for a 2-core CPU (see docs/predictor.md); ``--shipped`` is phase 2 alone on the packaged
+MiniLM, frozen, and rewrites the predictor the package ships; ``--quick`` is the small run the tests use.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from forethought.cache import CACHE_ROOT, PREDICTOR_DIR
 from forethought.predict.buckets import LengthBuckets, ResidualSpread
 from forethought.predict.embedding_cache import EmbeddingCache
 from forethought.predict.forecast import LengthForecast
-from forethought.predict.forecaster import Forecaster, ForecasterConfig, artifact_problem
+from forethought.predict.forecaster import BackboneSource, Forecaster, ForecasterConfig, artifact_problem
 from forethought.predict.history import head_inputs, history_features
 from forethought.predict.metrics import (
     AccuracyReport,
@@ -35,13 +36,15 @@ from forethought.predict.metrics import (
 )
 from forethought.predict.proxy import (
     Formulation,
+    Pooling,
     ProxyLengthModel,
     packaged_backbone_dir,
     predicted_buckets,
     training_targets,
 )
 from forethought.predict.sharegpt import LengthSample, load_samples
-from forethought.predict.training import finetune_whole, fit_head
+from forethought.predict.shipped import SHIPPED_DIR
+from forethought.predict.training import finetune_whole, fit_head, torch_threads
 
 SERVED_MODEL = "SmolLM2-135M-Instruct"
 HELDOUT_FILE = "heldout.jsonl"
@@ -53,7 +56,7 @@ EMBEDDINGS_DIR = CACHE_ROOT / "embeddings"
 class TrainConfig:
     formulation: str = Formulation.REG_L1.value
     max_conversations: int = 100_000  # every record of the packaged (truncated) file
-    phase1_samples: int = 3000
+    phase1_samples: int = 3000  # 0: no phase 1; the head sits on the packaged MiniLM, frozen
     phase2_samples: int = 12_000
     val_samples: int = 1500
     test_samples: int = 1500
@@ -66,12 +69,23 @@ class TrainConfig:
     phase2_learning_rate: float = 1e-3
     phase2_patience: int = 20
     head_hidden: int = 256
+    pooling: str = Pooling.CLS.value
     seed: int = 0
+    # phase 2 on a seeded subset of the training and validation samples (0: all of them), drawn from the
+    # splits, so the test samples and the buckets stay those of the default config
+    head_train_samples: int = 0
+    head_val_samples: int = 0
 
 
 QUICK = TrainConfig(
     max_conversations=300, phase1_samples=32, phase2_samples=160, val_samples=96, test_samples=96,
     max_tokens=96, phase1_max_tokens=64, phase2_epochs=20, phase2_patience=5,
+)
+# the predictor in the package: the default config's splits, a frozen backbone, and few enough prompts to
+# embed that it retrains in about 10 minutes on a 2-core CPU
+SHIPPED = TrainConfig(
+    phase1_samples=0, head_train_samples=2000, head_val_samples=800, max_tokens=128, head_hidden=128,
+    pooling=Pooling.MEAN.value,
 )
 LEARNING_CURVE_SIZES = (1000, 2000, 4000, 8000)
 
@@ -90,15 +104,25 @@ def count_served_tokens() -> Callable[[list[str]], list[int]]:
     return lambda texts: [len(ids) for ids in tokenizer.encode_batch(texts)]
 
 
-def sample_splits(config: TrainConfig, dataset: Path | None) -> dict[str, list[LengthSample]]:
+def sample_splits(config: TrainConfig, dataset: Path | None, progress: bool = False) -> dict[str, list[LengthSample]]:
     rng = np.random.default_rng(config.seed)
-    by_split = load_samples(count_served_tokens(), config.max_conversations, dataset)
+    by_split = load_samples(count_served_tokens(), config.max_conversations, dataset, progress)
     sizes = {"train": config.phase2_samples, "val": config.val_samples, "test": config.test_samples}
-    picked = {}
-    for split, samples in by_split.items():
-        chosen = rng.choice(len(samples), size=min(sizes[split], len(samples)), replace=False)
-        picked[split] = [samples[i] for i in sorted(chosen)]
-    return picked
+    return {split: seeded_subset(samples, sizes[split], rng) for split, samples in by_split.items()}
+
+
+def head_subsets(splits: dict[str, list[LengthSample]], config: TrainConfig) -> dict[str, list[LengthSample]]:
+    """The samples phase 2 fits and calibrates on: seeded subsets where the config asks for them; the test
+    split stays whole."""
+    rng = np.random.default_rng(config.seed)
+    sizes = {"train": config.head_train_samples, "val": config.head_val_samples}
+    return {split: seeded_subset(samples, sizes.get(split) or len(samples), rng) for split, samples in splits.items()}
+
+
+def seeded_subset(samples: list[LengthSample], size: int, rng: np.random.Generator) -> list[LengthSample]:
+    """``size`` of ``samples`` drawn by ``rng``, in their original order."""
+    chosen = rng.choice(len(samples), size=min(size, len(samples)), replace=False)
+    return [samples[i] for i in sorted(chosen)]
 
 
 def lengths_of(samples: list[LengthSample]) -> np.ndarray:
@@ -116,10 +140,12 @@ def initial_forecaster(config: TrainConfig, train_lengths: np.ndarray) -> Foreca
     backbone_dir = packaged_backbone_dir()
     formulation = Formulation(config.formulation)
     buckets = LengthBuckets.from_lengths(train_lengths)
-    model = ProxyLengthModel(AutoModel.from_pretrained(str(backbone_dir)), formulation, config.head_hidden)
+    pooling = Pooling(config.pooling)
+    model = ProxyLengthModel(AutoModel.from_pretrained(str(backbone_dir)), formulation, config.head_hidden, pooling)
     forecaster_config = ForecasterConfig(
         version=1, formulation=formulation, max_tokens=config.max_tokens, head_hidden=config.head_hidden,
         bucket_edges=buckets.edges, bucket_log_medians=bucket_log_medians(train_lengths, buckets),
+        backbone=BackboneSource.ARTIFACT if config.phase1_samples else BackboneSource.PACKAGED, pooling=pooling,
         training=asdict(config),
     )
     return Forecaster(model, AutoTokenizer.from_pretrained(str(backbone_dir)), forecaster_config, ResidualSpread((0.0,)))
@@ -159,57 +185,66 @@ def evaluate_on(
 
 def train(
     config: TrainConfig, out_dir: Path, dataset: Path | None = None, progress: bool = True,
-    embedding_cache: Path | None = None,
+    embedding_cache: Path | None = None, heldout: bool = True,
 ) -> TrainResult:
-    """Run both phases, calibrate on the validation split, score on the test split, save to ``out_dir``.
+    """Run both phases (phase 2 alone when ``config.phase1_samples`` is 0), calibrate on the validation
+    split, score on the test split, save to ``out_dir``; with ``heldout``, the test forecasts too.
 
-    ``embedding_cache`` is a folder keeping the phase-1 backbone's CLS states across runs (none: in memory).
+    ``embedding_cache`` is a folder keeping the frozen backbone's CLS states across runs (none: in memory).
+    The artifact holds no timings, so the same config and data rewrite the same files.
     """
     started = time.monotonic()
     torch.manual_seed(config.seed)
-    splits = sample_splits(config, dataset)
+    whole_splits = sample_splits(config, dataset, progress)
+    # buckets at the quintiles of the whole training split, so subsets score against the same classes
+    forecaster = initial_forecaster(config, lengths_of(whole_splits["train"]))
+    splits = head_subsets(whole_splits, config)
     train_samples = splits["train"]
-    forecaster = initial_forecaster(config, lengths_of(train_samples))
     formulation, buckets = forecaster.config.formulation, forecaster.buckets
     targets = training_targets(formulation, lengths_of(train_samples), buckets)
-    phase1 = train_samples[: config.phase1_samples]
     forecaster.model.start_at(targets)
-    phase1_losses = finetune_whole(
-        forecaster.model, forecaster.tokenizer, [s.prompt for s in phase1], history_features([s.history for s in phase1]),
-        targets[: len(phase1)],
-        max_tokens=config.phase1_max_tokens, batch_size=config.batch_size, epochs=config.phase1_epochs,
-        learning_rate=config.phase1_learning_rate, rng=np.random.default_rng(config.seed), progress=progress,
-    )
-    phase1_seconds = time.monotonic() - started
-    cache = EmbeddingCache.for_backbone(embedding_cache, forecaster.model.backbone, config.max_tokens)
+    phase1_losses = finetune_backbone(forecaster, config, train_samples[: config.phase1_samples], targets, progress)
+    cache = EmbeddingCache.for_backbone(embedding_cache, forecaster.model.backbone, config.max_tokens, config.pooling)
     inputs = {
         split: inputs_of(cache.embed([s.prompt for s in samples], forecaster.embed, progress, f"embedding {split}"), samples)
         for split, samples in splits.items()
     }
     val_targets = training_targets(formulation, lengths_of(splits["val"]), buckets)
+    phase1_head = copy.deepcopy(forecaster.model.head)
 
     def fit(rows: np.ndarray) -> dict[str, torch.Tensor]:
         """Phase 2 on the given training rows, starting from the phase-1 head."""
-        head = copy.deepcopy(forecaster.model.head)
+        head = copy.deepcopy(phase1_head)
         return fit_phase2(head, formulation, config, inputs["train"][rows], targets[rows], (inputs["val"], val_targets), progress)
 
     head_state = fit(np.arange(len(train_samples)))
     forecaster = calibrated(forecaster, head_state, inputs["val"], splits["val"])
     rows = evaluate_on(forecaster, splits["test"], inputs["test"], train_samples, splits["val"])
     curve = learning_curve(forecaster, fit, inputs, splits) if len(train_samples) > LEARNING_CURVE_SIZES[0] else []
-    seconds = time.monotonic() - started
     forecaster.config.metrics = {
         "test": {name: report.as_dict() for name, report in rows.items()},
         "phase1_losses": phase1_losses,
-        "phase1_seconds": round(phase1_seconds, 1),
-        "train_seconds": round(seconds, 1),
         "learning_curve": curve,
         "samples": {split: len(samples) for split, samples in splits.items()},
-        "torch_threads": torch.get_num_threads(),
     }
     forecaster.save(out_dir)
-    write_heldout(out_dir / HELDOUT_FILE, splits["test"], forecaster.forecast_inputs(inputs["test"]))
-    return TrainResult(forecaster, format_table(rows), seconds)
+    if heldout:
+        write_heldout(out_dir / HELDOUT_FILE, splits["test"], forecaster.forecast_inputs(inputs["test"]))
+    return TrainResult(forecaster, format_table(rows), time.monotonic() - started)
+
+
+def finetune_backbone(
+    forecaster: Forecaster, config: TrainConfig, samples: list[LengthSample], targets: torch.Tensor, progress: bool
+) -> list[float]:
+    """Phase 1 on ``samples`` (the first rows of ``targets``); none leaves the backbone as packaged."""
+    if not samples:
+        return []
+    return finetune_whole(
+        forecaster.model, forecaster.tokenizer, [s.prompt for s in samples], history_features([s.history for s in samples]),
+        targets[: len(samples)],
+        max_tokens=config.phase1_max_tokens, batch_size=config.batch_size, epochs=config.phase1_epochs,
+        learning_rate=config.phase1_learning_rate, rng=np.random.default_rng(config.seed), progress=progress,
+    )
 
 
 def fit_phase2(
@@ -218,10 +253,13 @@ def fit_phase2(
 ) -> dict[str, torch.Tensor]:
     """Phase 2 as configured: ``head`` trained on frozen CLS states and history features, early-stopped on
     the validation split."""
-    return fit_head(
-        head, formulation, states, targets, epochs=config.phase2_epochs, learning_rate=config.phase2_learning_rate,
-        seed=config.seed, progress=progress, validation=validation, patience=config.phase2_patience,
-    )
+    # one thread: a small head's ops are too small to split, and on busy cores the threads' hand-offs
+    # made an epoch 40x slower (1.6 s against 0.04 s for 2,000 samples)
+    with torch_threads(1):
+        return fit_head(
+            head, formulation, states, targets, epochs=config.phase2_epochs, learning_rate=config.phase2_learning_rate,
+            seed=config.seed, progress=progress, validation=validation, patience=config.phase2_patience,
+        )
 
 
 def calibrated(
@@ -271,19 +309,25 @@ def ensure_trained(directory: Path = DEFAULT_ARTIFACT_DIR, quick: bool = False) 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_ARTIFACT_DIR, help="artifact folder to write")
-    parser.add_argument("--quick", action="store_true", help="tiny run (< 1 min) for tests and smoke checks")
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"artifact folder to write (default {DEFAULT_ARTIFACT_DIR}; with --shipped, the package's)")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="tiny run (< 1 min) for tests and smoke checks")
+    size.add_argument("--shipped", action="store_true",
+                      help="rewrite the predictor the package ships: a head on the packaged MiniLM, frozen (~10 min)")
     parser.add_argument("--formulation", choices=[f.value for f in Formulation], default=None)
     parser.add_argument("--dataset", type=Path, default=None, help="ShareGPT JSON (default: the packaged one)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    config = replace(QUICK if args.quick else TrainConfig(), seed=args.seed)
+    config = replace(QUICK if args.quick else SHIPPED if args.shipped else TrainConfig(), seed=args.seed)
     if args.formulation:
         config = replace(config, formulation=args.formulation)
-    result = train(config, args.out, args.dataset, embedding_cache=None if args.quick else EMBEDDINGS_DIR)
+    out = args.out or (SHIPPED_DIR if args.shipped else DEFAULT_ARTIFACT_DIR)
+    embedding_cache = None if args.quick else EMBEDDINGS_DIR
+    result = train(config, out, args.dataset, embedding_cache=embedding_cache, heldout=not args.shipped)
     print(result.table)
-    print(f"\ntrained in {result.seconds:.0f} s; artifact: {args.out}")
+    print(f"\ntrained in {result.seconds:.0f} s; artifact: {out}")
     print(json.dumps(result.forecaster.config.metrics["samples"]))
     return 0
 

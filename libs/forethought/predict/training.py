@@ -6,7 +6,8 @@ when observed lengths arrive (``refit``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -126,3 +127,14 @@ def validation_loss(head: torch.nn.Module, formulation: Formulation, inputs: np.
 
 def snapshot(head: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name: tensor.detach().clone() for name, tensor in head.state_dict().items()}
+
+
+@contextmanager
+def torch_threads(count: int) -> Iterator[None]:
+    """Run torch ops on ``count`` threads, then restore the setting (process-wide while it lasts)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)

@@ -41,5 +41,6 @@ def test_fingerprint_changes_when_the_weights_change(tmp_path: Path) -> None:
     with torch.no_grad():
         layer.weight[0, 0] += 1.0
     assert backbone_fingerprint(layer) != before
-    assert EmbeddingCache.for_backbone(tmp_path, layer, 256).path == tmp_path / f"{backbone_fingerprint(layer)}-256.npz"
-    assert EmbeddingCache.for_backbone(None, layer, 256).path is None
+    assert EmbeddingCache.for_backbone(tmp_path, layer, 256, "cls").path == tmp_path / f"{backbone_fingerprint(layer)}-256-cls.npz"
+    assert EmbeddingCache.for_backbone(tmp_path, layer, 256, "mean").path == tmp_path / f"{backbone_fingerprint(layer)}-256-mean.npz"
+    assert EmbeddingCache.for_backbone(None, layer, 256, "cls").path is None

@@ -1,0 +1,108 @@
+"""The predictor shipped in the package, and the choice between it and a fine-tuned one."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from forethought.predict import NO_HISTORY, ConversationHistory, Predictor
+from forethought.predict.forecaster import HEAD_FILE, LEGACY_HEAD_FILE, BackboneSource
+from forethought.predict.shipped import SHIPPED_DIR, resolve_predictor
+from safetensors.torch import load_file
+
+SHORT = "What is the capital of France?"
+LONG = ("Write a detailed essay of at least 1500 words on the causes of the First World War, with an "
+        "introduction, five sections covering alliances, militarism, imperialism, nationalism and the "
+        "assassination in Sarajevo, and a conclusion.")
+
+# Loads whatever the resolver picks in a fresh process, so FORETHOUGHT_CACHE takes effect.
+FORECAST_SCRIPT = """
+import json, forethought
+from forethought.predict import NO_HISTORY, ConversationHistory, Predictor
+from forethought.predict.shipped import resolve_predictor
+choice = resolve_predictor()
+forecasts = Predictor.load(choice.directory).predict(
+    [{short!r}, {long!r}, {short!r}, {long!r}],
+    [NO_HISTORY, NO_HISTORY, ConversationHistory((40, 25)), ConversationHistory((2600, 3100))])
+print(json.dumps({{"directory": str(choice.directory), "description": choice.description,
+                  "package": forethought.__file__, "means": [f.mean for f in forecasts]}}))
+"""
+
+
+def test_the_shipped_predictor_loads_with_an_empty_cache_and_ranks_a_long_request_first(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    env = {**os.environ, "FORETHOUGHT_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    script = FORECAST_SCRIPT.format(short=SHORT, long=LONG)
+    reply = json.loads(subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True,
+                                      text=True, check=True).stdout)
+    assert Path(reply["directory"]) == Path(reply["package"]).parent / "predict" / "shipped_head"
+    assert reply["description"].startswith(f"shipped predictor (frozen MiniLM; no trained predictor in {cache / 'predictor'}")
+    short_alone, long_alone, short_chat, long_chat = reply["means"]
+    assert long_alone > 1.5 * short_alone
+    assert long_chat > 1.5 * short_chat
+    assert not cache.exists()  # loading wrote nothing
+
+
+def test_the_shipped_artifact_is_a_small_head_on_the_packaged_backbone() -> None:
+    config = json.loads((SHIPPED_DIR / "config.json").read_text())
+    assert config["backbone"] == BackboneSource.PACKAGED.value and config["version"] == 1
+    assert sorted(path.name for path in SHIPPED_DIR.iterdir()) == ["calibration.json", "config.json", HEAD_FILE]
+    assert (SHIPPED_DIR / HEAD_FILE).stat().st_size < 300_000
+    head = load_file(SHIPPED_DIR / HEAD_FILE)
+    assert head["0.weight"].shape == (config["head_hidden"], 384 + 7)
+    assert config["metrics"]["samples"]["test"] == 1500  # the fine-tuned predictor's test split
+
+
+def test_the_resolver_prefers_a_fine_tuned_predictor_of_the_current_format(quick_artifact: Path) -> None:
+    choice = resolve_predictor(fine_tuned=quick_artifact)
+    assert choice.directory == quick_artifact
+    assert choice.description == f"fine-tuned predictor in {quick_artifact}"
+
+
+def test_the_resolver_falls_back_to_the_shipped_predictor(quick_artifact: Path, tmp_path: Path) -> None:
+    older = tmp_path / "older"
+    shutil.copytree(quick_artifact, older)
+    config = json.loads((older / "config.json").read_text())
+    (older / "config.json").write_text(json.dumps(dict(config, format=1)))
+    for fine_tuned, problem in ((tmp_path / "missing", "no trained predictor in"), (older, "has artifact format 1")):
+        choice = resolve_predictor(fine_tuned=fine_tuned)
+        assert choice.directory == SHIPPED_DIR
+        assert problem in choice.description and str(fine_tuned) in choice.description
+
+
+def test_an_explicit_folder_wins_and_must_hold_a_predictor(quick_artifact: Path, tmp_path: Path) -> None:
+    assert resolve_predictor(SHIPPED_DIR, fine_tuned=quick_artifact).description == f"shipped predictor in {SHIPPED_DIR}"
+    assert resolve_predictor(quick_artifact, fine_tuned=tmp_path).directory == quick_artifact
+    with pytest.raises(ValueError, match=r"no trained predictor in .*nowhere: `forethought train-predictor`"):
+        resolve_predictor(tmp_path / "nowhere", fine_tuned=quick_artifact)
+
+
+def test_an_artifact_with_its_head_as_a_torch_pickle_still_loads(quick_artifact: Path, tmp_path: Path) -> None:
+    legacy = tmp_path / "legacy"
+    shutil.copytree(quick_artifact, legacy)
+    torch.save(load_file(legacy / HEAD_FILE), legacy / LEGACY_HEAD_FILE)
+    (legacy / HEAD_FILE).unlink()
+    histories = [NO_HISTORY, ConversationHistory((900,))]
+    expected = Predictor.load(quick_artifact).predict([SHORT, LONG], histories)
+    loaded = Predictor.load(legacy).predict([SHORT, LONG], histories)
+    assert np.allclose([f.mean for f in loaded], [f.mean for f in expected])
+
+
+def test_a_refit_of_the_shipped_predictor_is_written_to_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import forethought.predict.predictor as predictor_module
+
+    monkeypatch.setattr(predictor_module, "PREDICTOR_DIR", tmp_path / "predictor")
+    predictor = Predictor.load(SHIPPED_DIR)
+    for index in range(10):
+        predictor.observe(f"{SHORT} ({index})", 12)
+    written = predictor.refit(epochs=2)
+    assert written == tmp_path / "shipped_head-v2"
+    assert sorted(path.name for path in written.iterdir()) == ["calibration.json", "config.json", HEAD_FILE]
+    assert Predictor.load(written).version == 2
