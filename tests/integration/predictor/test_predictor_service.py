@@ -1,6 +1,10 @@
-"""The predictor service as a real process over a real (quick-trained) proxy model."""
+"""The predictor service as a real process over a real proxy model (quick-trained, or the shipped one)."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
 
 import grpc
 import pytest
@@ -67,3 +71,24 @@ def test_reload_swaps_the_model_and_bad_input_names_the_field(stub, quick_artifa
     with pytest.raises(grpc.RpcError) as raised:
         stub.Reload(predictor_pb2.ReloadRequest(refit_head=True), timeout=30)
     assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION  # too few observations to refit
+
+
+def test_with_no_model_dir_the_service_starts_with_the_shipped_predictor(start_service, tmp_path):
+    """A fresh install: nothing in the cache, so the service loads the head the package ships."""
+    service = start_service("predictor", env={"FORETHOUGHT_CACHE": str(tmp_path / "empty-cache")}, timeout_s=120)
+    short, long = "What is 2+2?", "Write a long, detailed essay on the history of the Roman empire, with ten sections."
+    histories = [predictor_pb2.ConversationHistory(earlier_answer_chars=chars) for chars in ([30], [2800, 3400])]
+    with grpc.insecure_channel(service.address) as channel:
+        reply = predictor_pb2_grpc.PredictorServiceStub(channel).Predict(
+            predictor_pb2.PredictRequest(prompts=[short, long], histories=histories), timeout=60)
+    short_forecast, long_forecast = reply.forecasts
+    assert long_forecast.mean > short_forecast.mean and long_forecast.bucket > short_forecast.bucket
+    assert reply.model_version == "1"
+    assert "forecasting with the shipped predictor (frozen MiniLM; no trained predictor in" in service.log()
+
+
+def test_the_wheel_carries_the_shipped_predictor(tmp_path, repo):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(repo)], check=True)
+    with zipfile.ZipFile(next(tmp_path.glob("forethought-*.whl"))) as wheel:
+        shipped = sorted(name for name in wheel.namelist() if name.startswith("forethought/predict/shipped_head/"))
+    assert [name.rsplit("/", 1)[1] for name in shipped] == ["calibration.json", "config.json", "head.safetensors"]
