@@ -1,9 +1,10 @@
 """``forethought up``: the embedded default. Redis, every service and N workers on loopback ports.
 
 Children die with the launcher (PR_SET_PDEATHSIG) and are stopped in reverse start order on Ctrl-C
-or SIGTERM. Each leads a process group of its own, so what it started (vLLM's engine-core and model
-processes) is swept with it: nothing is left running. The endpoints are written to a state file for
-``status``.
+or SIGTERM, from the launcher's first instant on: during start-up too, and whatever signal dispositions
+it inherited (a background job of a script inherits SIGINT ignored). Each child leads a process group
+of its own, so what it started (vLLM's engine-core and model processes) is swept with it: nothing is
+left running. The endpoints are written to a state file for ``status``.
 """
 
 from __future__ import annotations
@@ -26,24 +27,58 @@ from forethought.rpc.channels import wait_until_serving
 
 STATE_FILE = Path(os.environ.get("FORETHOUGHT_STATE_DIR", CACHE_ROOT)) / "up.json"
 _PR_SET_PDEATHSIG = 1
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+PROGRESS_EVERY_S = 10.0
 
 
 def tie_to_launcher() -> None:
-    """In a child before exec: lead a process group of its own, and receive SIGTERM when the launcher
-    dies, however it dies."""
+    """In a child before exec: lead a process group of its own, receive SIGTERM when the launcher dies,
+    however it dies, and take the stop signals with their default meaning (an ignored disposition or a
+    blocked mask would otherwise survive exec)."""
     os.setpgid(0, 0)
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
+class StopRequested(Exception):
+    """Ctrl-C or SIGTERM arrived while the cluster was starting."""
+
+
+class StartFailed(Exception):
+    """A service exited or never reported SERVING during start-up; its own log said why."""
+
+
+@dataclass
+class StopSignal:
+    """Records Ctrl-C and SIGTERM from the moment it is installed, whatever was inherited."""
+
+    received: int | None = None
+
+    def install(self) -> None:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self._record)
+
+    def _record(self, signum: int, frame: object) -> None:
+        self.received = signum
+
+    def check(self) -> None:
+        """Raises ``StopRequested`` once a stop signal has arrived."""
+        if self.received is not None:
+            raise StopRequested(signal.Signals(self.received).name)
 
 
 @dataclass(frozen=True)
 class UpOptions:
-    workers: int = 2
-    engine: str = "sim"
+    workers: int = 1
+    engine: str = "vllm"
     model: str = "SmolLM2-135M-Instruct"
     base_port: int = 50051
     router: str = "e2"
     policy: str = "ssjf"
-    predictor_model: Path | None = None  # a trained predictor folder; None runs without (FCFS, degraded)
+    predictor_model: Path | None = None  # a predictor artifact folder; None runs without (FCFS, degraded)
     sim_speedup: float = 1.0
     start_timeout_s: float = 180.0
     log_format: str = "text"
@@ -106,17 +141,23 @@ def plan_services(options: UpOptions, redis_url: str) -> list[tuple[str, str, li
     return [(name, address, [*argv, "--port", address.rpartition(":")[2], *common]) for name, address, argv in plan]
 
 
-def start_cluster(options: UpOptions) -> Cluster:
-    """Starts everything and waits until each service reports SERVING; stops all on failure."""
-    cluster = Cluster(redis=start_redis(preexec_fn=tie_to_launcher))
+def start_cluster(options: UpOptions, stop: StopSignal | None = None) -> Cluster:
+    """Starts everything and waits until each service reports SERVING, printing what it still waits for;
+    stops all on failure or when ``stop`` receives a signal (``StopRequested``)."""
+    stop = stop or StopSignal()
+    try:
+        cluster = Cluster(redis=start_redis(preexec_fn=tie_to_launcher))
+    except (FileNotFoundError, TimeoutError) as error:
+        raise StartFailed(f"redis: {error}") from error
     try:
         for name, address, argv in plan_services(options, cluster.redis.url):
+            stop.check()
             cluster.processes[name] = subprocess.Popen(
                 [sys.executable, "-m", "forethought.cli", "serve", *argv], preexec_fn=tie_to_launcher,
                 stdout=subprocess.DEVNULL,
             )
             cluster.addresses[name] = address
-        asyncio.run(_wait_all(cluster, options.start_timeout_s))
+        asyncio.run(_wait_all(cluster, options.start_timeout_s, stop))
     except BaseException:
         cluster.stop()
         raise
@@ -125,43 +166,61 @@ def start_cluster(options: UpOptions) -> Cluster:
     return cluster
 
 
-async def _wait_all(cluster: Cluster, timeout_s: float) -> None:
+async def _wait_all(cluster: Cluster, timeout_s: float, stop: StopSignal) -> None:
+    started = time.monotonic()
     waits = {name: asyncio.create_task(wait_until_serving(address, timeout_s)) for name, address in cluster.addresses.items()}
-    while not all(task.done() for task in waits.values()):
-        await asyncio.sleep(0.2)
-        if cluster.exited():
-            for task in waits.values():
-                task.cancel()
-            raise RuntimeError(f"{', '.join(cluster.exited())} exited during start; see its log above")
-    for task in waits.values():
-        task.result()
+    next_progress = started + PROGRESS_EVERY_S
+    try:
+        while not all(task.done() for task in waits.values()):
+            await asyncio.sleep(0.2)
+            stop.check()
+            if cluster.exited():
+                raise StartFailed(f"{', '.join(cluster.exited())} exited during start-up; its log above says why")
+            if time.monotonic() >= next_progress:
+                next_progress += PROGRESS_EVERY_S
+                print(f"  {time.monotonic() - started:.0f} s: waiting for {waiting_for(waits)}", flush=True)
+    finally:
+        for task in waits.values():
+            task.cancel()
+    for name, task in waits.items():
+        if task.exception() is not None:
+            raise StartFailed(f"{name}: {task.exception()}")
 
 
-def run_up(options: UpOptions) -> int:
-    """Starts the cluster, prints the endpoints, and runs until Ctrl-C or SIGTERM."""
+def waiting_for(waits: dict[str, asyncio.Task[None]]) -> str:
+    """The services not serving yet, with what a worker is doing meanwhile."""
+    pending = [name for name, task in waits.items() if not task.done()]
+    return ", ".join(f"{name} (loading its engine)" if name.startswith("worker") else name for name in pending)
+
+
+def run_up(options: UpOptions, stop: StopSignal | None = None) -> int:
+    """Starts the cluster, prints the endpoints, and runs until Ctrl-C or SIGTERM (recorded by ``stop``,
+    installed here unless the caller installed it earlier)."""
+    if stop is None:
+        stop = StopSignal()
+        stop.install()
     started = time.monotonic()
     print(f"starting Redis, services and {options.workers} {options.engine} worker(s)...", flush=True)
-    cluster = start_cluster(options)
+    try:
+        cluster = start_cluster(options, stop)
+    except StopRequested as signum:
+        print(f"stopped during start-up ({signum})", flush=True)
+        return 0
+    except StartFailed as error:
+        print(f"forethought up: {error}; stopped everything it had started", file=sys.stderr, flush=True)
+        return 1
     print(f"ready in {time.monotonic() - started:.1f} s\n  redis      {cluster.redis.url}", flush=True)
     for name, address in cluster.addresses.items():
         print(f"  {name:<10} {address}", flush=True)
-    print("try: forethought generate \"Tell me about the Moon\"   (Ctrl-C stops everything)", flush=True)
-    stopping = False
-
-    def request_stop(signum: int, frame: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
+    print('try: forethought generate "What is the capital of France?"   (Ctrl-C stops everything)', flush=True)
     try:
-        while not stopping and not cluster.exited():
+        while stop.received is None and not cluster.exited():
             time.sleep(0.2)
         died = cluster.exited()
     finally:
         print("\nstopping...", flush=True)
         cluster.stop()
-    if died and not stopping:
+    if died and stop.received is None:
         print(f"{', '.join(died)} exited unexpectedly; stopped the rest", file=sys.stderr)
         return 1
     print("stopped", flush=True)

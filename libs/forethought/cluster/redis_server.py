@@ -42,6 +42,24 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(probe.getsockname()[1])
 
 
+def free_port_block(size: int, host: str = "127.0.0.1") -> int:
+    """A base port whose next ``size`` ports were free a moment ago (``forethought up --base-port``)."""
+    for _ in range(50):
+        base = free_port(host)
+        if base + size < 65535 and all(_is_free(host, base + offset) for offset in range(size)):
+            return base
+    raise RuntimeError(f"no block of {size} free ports found")
+
+
+def _is_free(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 @dataclass
 class RedisProcess:
     """A redis-server child process, without persistence, owned by whoever started it."""
