@@ -8,57 +8,112 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from forethought.rpc.server import SERVICE_NAMES
 
+if TYPE_CHECKING:
+    from forethought.v1 import scheduler_pb2
+
 DEFAULT_SCHEDULER = "127.0.0.1:50051"
+DEFAULT_WORKERS = {"vllm": 1, "sim": 2}
+NOT_TEXT_ENGINES = frozenset({"sim", "null"})
+"""Engines that produce token ids without a model: their detokenized output is not text."""
 
 
 def _up(args: argparse.Namespace) -> int:
-    from forethought.launcher import UpOptions, run_up
+    from forethought.launcher import StopRequested, StopSignal, UpOptions, run_up
 
-    if args.workers < 1:
+    stop = StopSignal()
+    stop.install()  # before anything slow: a stop is honoured from the first moment
+    workers = args.workers if args.workers is not None else DEFAULT_WORKERS[args.engine]
+    if workers < 1:
         print("forethought up: --workers must be >= 1", file=sys.stderr)
         return 2
-    from forethought.cache import PREDICTOR_DIR
-    from forethought.predict.forecaster import artifact_problem
+    from forethought.predict.shipped import resolve_predictor
 
-    predictor = Path(args.predictor_model or PREDICTOR_DIR).expanduser()
-    problem = artifact_problem(predictor)
-    if problem is not None:
-        print(f"{problem}: requests are ordered FCFS (`forethought train-predictor` trains one)", flush=True)
+    try:
+        predictor = resolve_predictor(Path(args.predictor_model) if args.predictor_model else None)
+    except ValueError as error:
+        print(f"forethought up: --predictor-model: {error}", file=sys.stderr)
+        return 2
+    print(f"length forecasts: {predictor.description}", flush=True)
+    try:
+        stop.check()
+    except StopRequested as signum:
+        print(f"stopped during start-up ({signum})", flush=True)
+        return 0
     return run_up(UpOptions(
-        workers=args.workers, engine=args.engine, model=args.model, base_port=args.base_port,
+        workers=workers, engine=args.engine, model=args.model, base_port=args.base_port,
         router=args.router, policy=args.policy, sim_speedup=args.sim_speedup, log_format=args.log_format,
-        predictor_model=predictor if problem is None else None,
-    ))
+        predictor_model=predictor.directory,
+    ), stop)
+
+
+def generate_request(args: argparse.Namespace) -> scheduler_pb2.GenerateRequest:
+    """A chat turn through the model's chat template, or with ``--raw`` the text as a plain completion."""
+    from forethought.v1 import common_pb2, scheduler_pb2
+
+    request = scheduler_pb2.GenerateRequest(
+        model=args.model, max_tokens=args.max_tokens, return_text=True,
+        sampling=common_pb2.SamplingParams(temperature=args.temperature),
+        service_class=common_pb2.SERVICE_CLASS_BEST_EFFORT,
+    )
+    if args.raw:
+        request.text = args.text
+    else:
+        if args.system:
+            request.chat.messages.add(role="system", content=args.system)
+        request.chat.messages.add(role="user", content=args.text)
+    return request
 
 
 async def _generate(args: argparse.Namespace) -> int:
     from forethought.rpc.channels import open_channel
     from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
 
-    request = scheduler_pb2.GenerateRequest(
-        model=args.model, text=args.text, max_tokens=args.max_tokens, return_text=True,
-        sampling=common_pb2.SamplingParams(temperature=args.temperature),
-        service_class=common_pb2.SERVICE_CLASS_BEST_EFFORT,
-    )
     async with open_channel(args.scheduler) as channel:
-        tokens = 0
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        tokens, worker_id, forecast = 0, "", 0.0
         try:
-            async for reply in scheduler_pb2_grpc.SchedulerServiceStub(channel).Generate(request, timeout=args.timeout):
+            async for reply in scheduler.Generate(generate_request(args), timeout=args.timeout):
                 tokens += len(reply.token_ids)
+                worker_id = reply.worker_id or worker_id
+                forecast = reply.predicted_output_tokens or forecast
                 print(reply.text, end="", flush=True)
                 if reply.finish_reason:
-                    usage = reply.usage
-                    print(f"\n[{tokens} tokens; prompt {usage.prompt_tokens} (cached {usage.cached_prompt_tokens}); "
-                          f"ttft {usage.ttft_s * 1000:.0f} ms; finish {common_pb2.FinishReason.Name(reply.finish_reason)}]")
+                    engine = await _engine_of(scheduler, worker_id)
+                    print("\n" + generation_footer(tokens, reply.usage, forecast, worker_id, engine,
+                                                   common_pb2.FinishReason.Name(reply.finish_reason)))
         except grpc.aio.AioRpcError as error:
             print(f"\nforethought generate: {error.code().name}: {error.details()}", file=sys.stderr)
             return 1
     return 0
+
+
+async def _engine_of(scheduler: Any, worker_id: str) -> str:
+    """The engine kind of ``worker_id`` as the scheduler lists it; empty when it cannot be told."""
+    from forethought.v1 import scheduler_pb2
+
+    try:
+        reply = await scheduler.ListWorkers(scheduler_pb2.ListWorkersRequest(), timeout=5)
+    except grpc.aio.AioRpcError:
+        return ""
+    return next((worker.engine for worker in reply.workers if worker.worker_id == worker_id), "")
+
+
+def generation_footer(tokens: int, usage: Any, forecast: float, worker_id: str, engine: str, finish: str) -> str:
+    """The line under a streamed answer: size, cache, forecast, latency, where it ran and why it ended."""
+    parts = [f"{tokens} tokens", f"prompt {usage.prompt_tokens} (cached {usage.cached_prompt_tokens})",
+             f"forecast {forecast:.0f}" if forecast else "no forecast (ordered FCFS)",
+             f"ttft {usage.ttft_s * 1000:.0f} ms", f"{worker_id} ({engine or 'engine unknown'})",
+             f"finish {finish.removeprefix('FINISH_REASON_')}"]
+    footer = "[" + "; ".join(parts) + "]"
+    if engine in NOT_TEXT_ENGINES:
+        footer += f"\n[the {engine} engine makes token ids for load tests, not text: `forethought up` without --engine serves real text]"
+    return footer
 
 
 async def _status(args: argparse.Namespace) -> int:
@@ -84,6 +139,9 @@ async def _status(args: argparse.Namespace) -> int:
               f"{scheduler_pb2.WorkerHealth.Name(worker.health).removeprefix('WORKER_HEALTH_'):<8} "
               f"{load.real_time.running + load.best_effort.running:>7} {load.real_time.waiting + load.best_effort.waiting:>7} "
               f"{load.kv_cache_usage:>6.1%} {worker.heartbeat_age_s:>7.1f} s")
+    for engine in sorted({worker.engine for worker in reply.workers} & NOT_TEXT_ENGINES):
+        print(f"\nnote: {engine} workers make token ids for load tests, not text "
+              "(`forethought up` without --engine serves real text with vLLM)")
     return 0
 
 
@@ -111,20 +169,26 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("rest", nargs=argparse.REMAINDER)
 
     up = commands.add_parser("up", help="start Redis, every service and N workers on this machine")
-    up.add_argument("--workers", type=int, default=2)
-    up.add_argument("--engine", choices=("sim", "vllm"), default="sim")
+    up.add_argument("--workers", type=int, default=None,
+                    help="workers to start (default: 1 with vllm, whose engine uses every core; 2 with sim)")
+    up.add_argument("--engine", choices=("vllm", "sim"), default="vllm",
+                    help="vllm serves real model text (default); sim is the native engine with modelled time, for load tests")
     up.add_argument("--model", default="SmolLM2-135M-Instruct")
     up.add_argument("--base-port", type=int, default=50051, help="scheduler port; the others follow it")
     up.add_argument("--router", default="e2", help="placement policy (docs/routing.md)")
     up.add_argument("--policy", default="ssjf", help="queue order (docs/queueing.md)")
-    up.add_argument("--predictor-model", default=None, help="trained predictor folder; default ~/.cache/forethought/predictor")
+    up.add_argument("--predictor-model", default=None,
+                    help="predictor artifact folder (default: the fine-tuned one in ~/.cache/forethought/predictor "
+                         "if trained, else the one the package ships)")
     up.add_argument("--sim-speedup", type=float, default=1.0)
     up.add_argument("--log-format", choices=("text", "json"), default="text")
 
-    generate = commands.add_parser("generate", help="stream a completion through the scheduler")
-    generate.add_argument("text")
+    generate = commands.add_parser("generate", help="stream an answer through the scheduler")
+    generate.add_argument("text", help="the user's message (with --raw, the prompt to complete)")
+    generate.add_argument("--raw", action="store_true", help="send TEXT as a raw completion prompt, without the chat template")
+    generate.add_argument("--system", default="", help="a system message before the user's")
     generate.add_argument("--model", default="SmolLM2-135M-Instruct")
-    generate.add_argument("--max-tokens", type=int, default=64)
+    generate.add_argument("--max-tokens", type=int, default=128)
     generate.add_argument("--temperature", type=float, default=0.0)
     generate.add_argument("--scheduler", default=DEFAULT_SCHEDULER)
     generate.add_argument("--timeout", type=float, default=120.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -13,29 +14,9 @@ import grpc
 import psutil
 import pytest
 
-from forethought.cluster.redis_server import free_port, start_redis
+from forethought.cluster.redis_server import free_port_block, start_redis
 from forethought.launcher import Cluster, tie_to_launcher
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
-
-
-def free_port_block(size: int) -> int:
-    """A base port whose next ``size`` ports were free a moment ago."""
-    for _ in range(50):
-        base = free_port()
-        if base + size < 65535 and all(_is_free(base + offset) for offset in range(size)):
-            return base
-    raise RuntimeError("no free port block")
-
-
-def _is_free(port: int) -> bool:
-    import socket
-
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def start_up(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
@@ -52,9 +33,9 @@ def start_up(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     raise AssertionError("forethought up exited before it was ready:\n" + "".join(output))
 
 
-def generate(text: str, base: int, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def generate(text: str, base: int, env: dict[str, str], *flags: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "forethought.cli", "generate", text, "--max-tokens", "8", "--scheduler", f"127.0.0.1:{base}"],
+        [sys.executable, "-m", "forethought.cli", "generate", text, "--max-tokens", "8", "--scheduler", f"127.0.0.1:{base}", *flags],
         capture_output=True, text=True, timeout=120, env=env,
     )
 
@@ -74,17 +55,19 @@ def still_running(processes: list[psutil.Process]) -> list[list[str]]:
 def test_up_generate_status_and_ctrl_c_leaves_no_process(tmp_path: Path):
     base = free_port_block(20)
     env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path)}
-    up = start_up(["--workers", "2", "--base-port", str(base), "--sim-speedup", "5"], env)
+    up = start_up(["--engine", "sim", "--base-port", str(base), "--sim-speedup", "5"], env)
     try:
         children = psutil.Process(up.pid).children(recursive=True)
         assert len(children) >= 7  # redis, tokenizer, demand, planner, 2 workers, scheduler (+ predictor if trained)
         generated = generate("Tell me about the Moon", base, env)
         assert generated.returncode == 0, generated.stderr
         assert "[8 tokens;" in generated.stdout
+        assert "not text" in generated.stdout  # the sim engine says its tokens are no answer
         status = subprocess.run([sys.executable, "-m", "forethought.cli", "status"], capture_output=True, text=True, timeout=60, env=env)
         assert status.returncode == 0, status.stdout + status.stderr
         assert status.stdout.count("SERVING") >= 6
         assert "worker-1" in status.stdout
+        assert "sim workers make token ids for load tests, not text" in status.stdout
     finally:
         rest = stop(up)
     assert up.returncode == 0, rest
@@ -96,13 +79,15 @@ def test_up_generate_status_and_ctrl_c_leaves_no_process(tmp_path: Path):
 def test_up_with_the_vllm_engine_serves_real_text_through_the_mesh(tmp_path: Path):
     base = free_port_block(20)
     env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path)}
-    up = start_up(["--workers", "1", "--engine", "vllm", "--base-port", str(base)], env)
+    up = start_up(["--base-port", str(base)], env)  # the default: one vLLM worker
     try:
         descendants = psutil.Process(up.pid).children(recursive=True)
         assert any("EngineCore" in " ".join(process.cmdline()) for process in descendants)
-        generated = generate("The capital of France is", base, env)
+        generated = generate("What is the capital of France?", base, env)  # a chat turn
         assert generated.returncode == 0, generated.stderr
         assert "Paris" in generated.stdout
+        raw = generate("The capital of France is", base, env, "--raw")
+        assert raw.returncode == 0 and "Paris" in raw.stdout, raw.stdout + raw.stderr
         plain = streamed_text(base, [])
         assert len(plain) > 26, plain
         # vLLM holds text back while a stop string may match: the stream must not fill the gap twice.
@@ -145,3 +130,56 @@ def test_stop_takes_a_service_that_ignores_sigterm_and_what_a_service_left_behin
     assert time.monotonic() - started < 5.0
     assert still_running([orphan]) == []
     assert cluster.processes["stubborn"].returncode == -signal.SIGKILL
+
+
+def ignoring_stop_signals() -> None:
+    """Before exec: SIGINT and SIGTERM ignored, as a script's background job inherits SIGINT, and worse."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def wait_for_descendant(up: subprocess.Popen[str], marker: str, timeout_s: float = 120) -> list[psutil.Process]:
+    """Every process under ``up`` once one of them has ``marker`` in its command line."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        descendants = psutil.Process(up.pid).children(recursive=True)
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if any(marker in " ".join(process.cmdline()) for process in descendants):
+                return descendants
+        time.sleep(0.05)
+    raise AssertionError(f"no process with {marker!r} under forethought up within {timeout_s:.0f} s")
+
+
+@pytest.mark.parametrize(("engine", "signum", "mid_start"), [
+    ("sim", signal.SIGINT, "--worker-id worker-1"),
+    ("sim", signal.SIGTERM, "--worker-id worker-1"),
+    pytest.param("vllm", signal.SIGINT, "EngineCore", marks=pytest.mark.slow),
+], ids=["sim-SIGINT", "sim-SIGTERM", "vllm-SIGINT-while-the-engine-loads"])
+def test_a_stop_during_start_up_stops_everything_whatever_signals_it_inherited(
+        tmp_path: Path, engine: str, signum: int, mid_start: str):
+    base = free_port_block(20)
+    env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path)}
+    up = subprocess.Popen([sys.executable, "-m", "forethought.cli", "up", "--engine", engine, "--base-port", str(base)],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                          preexec_fn=ignoring_stop_signals)
+    try:
+        descendants = wait_for_descendant(up, mid_start)
+        up.send_signal(signum)
+        output, _ = up.communicate(timeout=30)
+    finally:
+        if up.poll() is None:
+            up.kill()
+    assert "ready in" not in output and f"stopped during start-up ({signal.Signals(signum).name})" in output, output
+    assert up.returncode == 0
+    assert still_running(descendants) == []
+
+
+def test_a_service_that_cannot_start_ends_up_in_one_line_and_leaves_nothing(tmp_path: Path):
+    base = free_port_block(20)
+    env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path)}
+    up = subprocess.run([sys.executable, "-m", "forethought.cli", "up", "--engine", "sim", "--base-port", str(base),
+                         "--router", "no-such-router"], capture_output=True, text=True, timeout=120, env=env)
+    assert up.returncode == 1
+    assert "Traceback" not in up.stdout + up.stderr
+    assert "forethought up: scheduler exited during start-up; its log above says why; stopped everything" in up.stderr
+    assert "no-such-router" in up.stderr  # the scheduler's own line names the bad setting
