@@ -38,6 +38,8 @@ from benchmarks.report import (
     progress,
     write_table,
 )
+from forethought.cache import CACHE_ROOT
+from forethought.config import MissingPrerequisite
 from forethought.costmodel import get_profile
 from forethought.costmodel.profiles import CostProfile
 from forethought.engine.core import EngineConfig
@@ -157,6 +159,9 @@ def jct_summary(jobs: Sequence[Job], finish: dict[str, float]) -> tuple[float, f
     return float(jct.mean()), float(np.percentile(jct, 99))
 
 
+SCORING_BATCH = 64
+
+
 def at_arrivals(jobs: Sequence[Job], arrivals_s: np.ndarray) -> list[Job]:
     return [Job(j.request_id, float(t), j.prompt_tokens, j.output_tokens, j.forecast_tokens) for j, t in zip(jobs, arrivals_s)]
 
@@ -168,12 +173,8 @@ def saturated_throughput(mode: str, jobs: Sequence[Job], args: argparse.Namespac
 
 
 def load_jobs(model_dir: Path, count: int, seed: int) -> list[Job]:
-    """Held-out ShareGPT requests with the model's forecasts, as scored by training (``heldout.jsonl``)."""
-    from forethought.predict.train import HELDOUT_FILE
-
-    path = Path(model_dir) / HELDOUT_FILE
-    if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: train the predictor first (python -m forethought.predict.train)")
+    """Held-out ShareGPT requests with the model's forecasts (``heldout_forecasts``)."""
+    path = heldout_forecasts(model_dir)
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     order = np.random.default_rng(seed).permutation(len(records))[:count]
     return [
@@ -183,11 +184,42 @@ def load_jobs(model_dir: Path, count: int, seed: int) -> list[Job]:
     ]
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    from forethought.predict.train import DEFAULT_ARTIFACT_DIR
+def heldout_forecasts(model_dir: Path) -> Path:
+    """The predictor's forecasts of its held-out test split: written by training, or for a predictor
+    trained without them (the shipped one) made here once, with a progress bar, and cached."""
+    from forethought.predict.train import HELDOUT_FILE
 
+    written = Path(model_dir) / HELDOUT_FILE
+    if written.exists():
+        return written
+    cached = CACHE_ROOT / "bench" / "ssjf" / f"{Path(model_dir).name}-v{artifact_version(model_dir)}-{HELDOUT_FILE}"
+    if not cached.exists():
+        score_heldout(Path(model_dir), cached)
+    return cached
+
+
+def score_heldout(model_dir: Path, path: Path) -> None:
+    """Forecasts the test split the predictor was trained beside, in batches, into ``path`` (atomically)."""
+    from forethought.predict.forecaster import Forecaster
+    from forethought.predict.train import TrainConfig, sample_splits, write_heldout
+
+    training = json.loads((model_dir / "config.json").read_text())["training"]
+    config = TrainConfig(**{name: value for name, value in training.items() if name in TrainConfig.__dataclass_fields__})
+    test = sample_splits(config, None, progress=True)["test"]
+    forecaster = Forecaster.load(model_dir)
+    batches = [test[start:start + SCORING_BATCH] for start in range(0, len(test), SCORING_BATCH)]
+    forecasts = [forecast for batch in progress(batches, "forecasting held-out requests")
+                 for forecast in forecaster.forecast([s.prompt for s in batch], [s.history for s in batch])]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_suffix(".partial")
+    write_heldout(staging, test, forecasts)
+    staging.replace(path)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="forethought bench ssjf", description="SSJF vs FCFS vs oracle SJF")
-    parser.add_argument("--model", type=Path, default=DEFAULT_ARTIFACT_DIR, help="trained predictor folder")
+    parser.add_argument("--model", type=Path, default=None,
+                        help="predictor artifact folder (default: the fine-tuned one if trained, else the shipped one)")
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--continuous-requests", type=int, default=300,
                         help="requests replayed in the continuous-batching simulator (it steps every iteration)")
@@ -206,7 +238,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from forethought.predict.shipped import resolve_predictor
+
     args = parse_args(argv)
+    try:
+        args.model = resolve_predictor(args.model).directory
+    except ValueError as error:
+        raise MissingPrerequisite(f"--model: {error}") from error
     jobs = load_jobs(args.model, args.requests, args.seed)
     base_arrivals = azure_arrivals("conv", len(jobs), 1.0, args.data_dir)  # 1 request/s: each load divides it
     loads = [float(value) for value in args.loads.split(",")]

@@ -1,7 +1,8 @@
 import pytest
 
-from forethought import bench
+import benchmarks as bench
 from benchmarks.report import LineSeries, ResultTable, format_cell, line_plot, results_dir, write_table
+from forethought.config import MissingPrerequisite
 
 
 def test_table_renders_markdown_and_is_printed(tmp_path, capsys) -> None:
@@ -46,3 +47,19 @@ def test_registry_runs_a_benchmark_by_name(monkeypatch, capsys) -> None:
 def test_registered_modules_import_lazily() -> None:
     assert {"bros", "sim"} <= set(bench.BENCHMARKS)
     assert bench.BENCHMARKS["bros"].__qualname__ == "benchmarks.bros.main"
+
+
+@pytest.mark.parametrize(("error", "line"), [
+    (FileNotFoundError(2, "No such file", "/data/trace.csv"),
+     "forethought bench demo: /data/trace.csv is missing; the public traces are read from ../shared/data beside "
+     "the checkout: point FORETHOUGHT_DATA_DIR (or --data-dir) at a copy"),
+    (MissingPrerequisite("a model is not installed: `pip install x`"),
+     "forethought bench demo: a model is not installed: `pip install x`"),
+], ids=["trace", "prerequisite"])
+def test_a_missing_prerequisite_is_one_line_and_status_2(monkeypatch, capsys, error: Exception, line: str) -> None:
+    def needs_it(argv: list[str]) -> int:
+        raise error
+
+    monkeypatch.setitem(bench.BENCHMARKS, "demo", needs_it)
+    assert bench.main(["demo"]) == 2
+    assert capsys.readouterr().err == line + "\n"
