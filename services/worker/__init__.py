@@ -149,7 +149,8 @@ class WorkerShell:
 
     async def drain(self) -> None:
         self._state = "draining"
-        await self._heartbeat()
+        if self._tasks:  # registered: say so to the schedulers; a start that failed never registered
+            await self._heartbeat()
 
     async def stop(self) -> None:
         for task in self._tasks:

@@ -73,7 +73,7 @@ def prepare_smollm2(cache_dir: Path | None = None, dtype: str = "bfloat16") -> P
     try:
         _convert_gguf(smollm2_gguf_path(), staging, dtype)
         staging.chmod(0o755)  # mkdtemp makes it private; the cache is meant to be shared like any other
-        (staging / _DONE_MARKER).write_text(f"source={_GGUF_FILE}\ndtype={dtype}\n")
+        (staging / _DONE_MARKER).write_text(f"source={SMOLLM2.filename}\ndtype={dtype}\n")
         if folder.exists():
             # A folder without the marker is an interrupted or foreign write: replace it whole.
             shutil.rmtree(folder)
