@@ -72,6 +72,7 @@ class E2Router(LedgerRouter):
             Exploit(self.rebalance, self.replication), PrefillDecodeBalance(decode_ratio_threshold), Explore()
         )
         self.last_decision: E2Decision | None = None
+        # NOTE: added and removed with the ledger's workers, so its order is ``self.workers``' order.
         self._workers: dict[str, E2WorkerState] = {}
 
     @property
@@ -123,10 +124,11 @@ class E2Router(LedgerRouter):
             w: min(request.prompt_tokens, request.cached_blocks.get(w, 0) * request.block_size)
             for w in self.workers
         }
-        self.last_decision = first_decision(self.phases, request, E2Context(self, cached, now))
+        context = E2Context(self._workers, self.cost, cached, now)
+        self.last_decision = first_decision(self.phases, request, context)
         return self.last_decision.worker_id
 
-    # ----- what the phases read (Algorithm 2) ---------------------------------------------------
+    # ----- Algorithm 2 by worker id ------------------------------------------------------------
 
     def load_cost(self, worker_id: str, request: RoutingRequest, cached_tokens: int, now: float) -> float:
         """``L + M + P`` of placing ``request`` on ``worker_id`` (seconds of GPU time)."""
