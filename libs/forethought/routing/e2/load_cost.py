@@ -32,12 +32,17 @@ class LoadCost:
         self.output_lengths = WindowedSamples()  # output tokens of requests finished within H, all workers
         self.block_size = 16  # tokens per KV block, taken from the requests placed
 
-    def __call__(self, worker: E2WorkerState, request: RoutingRequest, cached_tokens: int, now: float) -> float:
-        """``L + M + P`` of placing ``request`` on ``worker`` (seconds of GPU time)."""
+    def __call__(
+        self, worker: E2WorkerState, request: RoutingRequest, cached_tokens: int, now: float,
+        window_load: float | None = None,
+    ) -> float:
+        """``L + M + P`` of placing ``request`` on ``worker`` (seconds of GPU time); ``window_load``: the
+        worker's ``L`` when the caller has it already."""
         missed = request.prompt_tokens - cached_tokens
         missed_blocks = -(-missed // request.block_size)
         eviction = self.eviction_cost(worker, missed_blocks, now, keep=request.block_hashes)
-        return self.window_load(worker) + eviction + self.prefill_cost(missed)
+        load = self.window_load(worker) if window_load is None else window_load
+        return load + eviction + self.prefill_cost(missed)
 
     def window_load(self, worker: E2WorkerState) -> float:
         """``L``: prefill time placed on the worker within H plus the decode time of its requests in flight."""
