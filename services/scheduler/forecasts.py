@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
@@ -46,11 +47,13 @@ class ForecastPrompt:
 class ForecastClient:
     """Calls ``PredictorService.Predict`` with a timeout; degrades to no forecast on any failure."""
 
-    def __init__(self, address: str, timeout_s: float, probe_interval_s: float = 1.0) -> None:
+    def __init__(self, address: str, timeout_s: float, probe_interval_s: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._channel = open_channel(address) if address else None
         self._stub = predictor_pb2_grpc.PredictorServiceStub(self._channel) if self._channel else None
         self._timeout_s = timeout_s
         self._probe_interval_s = probe_interval_s
+        self._clock = clock
         self._next_probe_s = 0.0
         self._background: set[asyncio.Task[None]] = set()
         self.health = DependencyHealth("predictor", configured=self._stub is not None)
@@ -63,9 +66,9 @@ class ForecastClient:
         if self._stub is None or not prompt.text:
             return NO_FORECAST
         if self.health.degraded:
-            if time.monotonic() < self._next_probe_s:
+            if self._clock() < self._next_probe_s:
                 return NO_FORECAST
-            self._next_probe_s = time.monotonic() + self._probe_interval_s
+            self._next_probe_s = self._clock() + self._probe_interval_s
         try:
             reply = await self._stub.Predict(
                 predictor_pb2.PredictRequest(prompts=[prompt.text], histories=[prompt.history()], model=model),

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from forethought.cluster.registry import WorkerRecord
 from forethought.queueing import QueueFull
 from forethought.rpc.errors import ResourceExhausted, Unavailable
-from forethought.scheduling import Dispatcher, Failover, ScheduledRequest, WorkerView
+from forethought.scheduling import DependencyHealth, Dispatcher, Failover, Health, ScheduledRequest, WorkerView
 from forethought.telemetry.metrics import (
     DEGRADED,
     FAILOVERS,
@@ -55,7 +55,7 @@ class PlacementLoop:
         self.dispatchers: dict[str, Dispatcher] = {}
         self._waiters: dict[str, asyncio.Future[str]] = {}
         self._wake = asyncio.Event()
-        self._index_down = False
+        self._index_health = DependencyHealth("prefix_index", configured=True)
 
     def dispatcher(self, model: str) -> Dispatcher:
         if model not in self.dispatchers:
@@ -162,20 +162,20 @@ class PlacementLoop:
                 cached = await self._match_prefixes(prompts)
         except Exception as error:  # noqa: BLE001 - the index is advice: degrade, keep placing
             self._index_retry_at = self._clock() + INDEX_RETRY_S
-            self._index_health(False, error)
+            self._record_index(False, f"{type(error).__name__}: {error}")
             return [{} for _ in prompts]
-        self._index_health(True, None)
+        self._record_index(True)
         return cached
 
-    def _index_health(self, ok: bool, error: Exception | None) -> None:
-        if ok == (not self._index_down):
+    def _record_index(self, ok: bool, error: str = "") -> None:
+        change = self._index_health.record(ok, error)
+        if change is None:
             return
-        self._index_down = not ok
-        DEGRADED.labels("scheduler", "prefix_index").set(0 if ok else 1)
-        if ok:
-            log.info("prefix index reachable again: placement uses cached prefixes")
+        DEGRADED.labels("scheduler", "prefix_index").set(1 if change is Health.DEGRADED else 0)
+        if change is Health.DEGRADED:
+            log.warning("prefix index unreachable (%s): degraded, placing by load only", error)
         else:
-            log.warning("prefix index unreachable (%s: %s): degraded, placing by load only", type(error).__name__, error)
+            log.info("prefix index reachable again: placement uses cached prefixes")
 
     def _wait_for(self, request: ScheduledRequest) -> asyncio.Future[str]:
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()

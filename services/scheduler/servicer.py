@@ -179,7 +179,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     async def ListWorkers(
         self, request: scheduler_pb2.ListWorkersRequest, context: grpc.aio.ServicerContext
     ) -> scheduler_pb2.ListWorkersResponse:
-        now = time.time()
+        now = self._clock()
         workers = [
             scheduler_pb2.WorkerInfo(
                 worker_id=record.worker_id, address=record.address, model=record.model, engine=record.engine,
