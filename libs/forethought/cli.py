@@ -8,14 +8,14 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import grpc
 
 from forethought.rpc.server import SERVICE_NAMES
 
 if TYPE_CHECKING:
-    from forethought.v1 import scheduler_pb2
+    from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 DEFAULT_SCHEDULER = "127.0.0.1:50051"
 DEFAULT_WORKERS = {"vllm": 1, "sim": 2}
@@ -93,7 +93,7 @@ async def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _engine_of(scheduler: Any, worker_id: str) -> str:
+async def _engine_of(scheduler: scheduler_pb2_grpc.SchedulerServiceStub, worker_id: str) -> str:
     """The engine kind of ``worker_id`` as the scheduler lists it; empty when it cannot be told."""
     from forethought.v1 import scheduler_pb2
 
@@ -104,7 +104,7 @@ async def _engine_of(scheduler: Any, worker_id: str) -> str:
     return next((worker.engine for worker in reply.workers if worker.worker_id == worker_id), "")
 
 
-def generation_footer(tokens: int, usage: Any, forecast: float, worker_id: str, engine: str, finish: str) -> str:
+def generation_footer(tokens: int, usage: common_pb2.Usage, forecast: float, worker_id: str, engine: str, finish: str) -> str:
     """The line under a streamed answer: size, cache, forecast, latency, where it ran and why it ended."""
     parts = [f"{tokens} tokens", f"prompt {usage.prompt_tokens} (cached {usage.cached_prompt_tokens})",
              f"forecast {forecast:.0f}" if forecast else "no forecast (ordered FCFS)",
