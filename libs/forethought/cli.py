@@ -24,7 +24,7 @@ NOT_TEXT_ENGINES = frozenset({"sim", "null"})
 
 
 def _up(args: argparse.Namespace) -> int:
-    from forethought.launcher import StopRequested, StopSignal, UpOptions, run_up
+    from forethought.launcher import StopSignal, UpOptions, run_up
 
     stop = StopSignal()
     stop.install()  # before anything slow: a stop is honoured from the first moment
@@ -40,11 +40,6 @@ def _up(args: argparse.Namespace) -> int:
         print(f"forethought up: --predictor-model: {error}", file=sys.stderr)
         return 2
     print(f"length forecasts: {predictor.description}", flush=True)
-    try:
-        stop.check()
-    except StopRequested as signum:
-        print(f"stopped during start-up ({signum})", flush=True)
-        return 0
     return run_up(UpOptions(
         workers=workers, engine=args.engine, model=args.model, base_port=args.base_port,
         router=args.router, policy=args.policy, sim_speedup=args.sim_speedup, log_format=args.log_format,

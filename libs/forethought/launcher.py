@@ -145,6 +145,7 @@ def start_cluster(options: UpOptions, stop: StopSignal | None = None) -> Cluster
     """Starts everything and waits until each service reports SERVING, printing what it still waits for;
     stops all on failure or when ``stop`` receives a signal (``StopRequested``)."""
     stop = stop or StopSignal()
+    stop.check()  # a stop that came while the caller prepared (imports, the predictor's choice)
     try:
         cluster = Cluster(redis=start_redis(preexec_fn=tie_to_launcher))
     except (FileNotFoundError, TimeoutError) as error:
