@@ -183,3 +183,11 @@ def test_a_service_that_cannot_start_ends_up_in_one_line_and_leaves_nothing(tmp_
     assert "Traceback" not in up.stdout + up.stderr
     assert "forethought up: scheduler exited during start-up; its log above says why; stopped everything" in up.stderr
     assert "no-such-router" in up.stderr  # the scheduler's own line names the bad setting
+
+
+def test_a_predictor_folder_without_a_predictor_is_refused_in_one_line(tmp_path: Path):
+    env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path)}
+    up = subprocess.run([sys.executable, "-m", "forethought.cli", "up", "--engine", "sim", "--predictor-model", str(tmp_path)],
+                        capture_output=True, text=True, timeout=60, env=env)
+    assert up.returncode == 2
+    assert up.stderr == f"forethought up: --predictor-model: no trained predictor in {tmp_path}: `forethought train-predictor` trains one\n"

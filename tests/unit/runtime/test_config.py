@@ -66,3 +66,11 @@ def test_the_scheduler_refuses_a_prefix_index_timeout_that_is_not_positive():
     with pytest.raises(ConfigError) as raised:
         Settings(index_timeout_s=0).validate()
     assert "--index-timeout-s / FORETHOUGHT_INDEX_TIMEOUT_S = 0: must be > 0" in str(raised.value)
+
+
+def test_the_worker_refuses_a_vllm_dtype_it_does_not_know():
+    from forethought.services.worker import Settings
+
+    with pytest.raises(ConfigError) as raised:
+        Settings(vllm_dtype="int4").validate()
+    assert "--vllm-dtype / FORETHOUGHT_VLLM_DTYPE = 'int4': must be one of" in str(raised.value)
