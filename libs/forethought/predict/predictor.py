@@ -16,6 +16,7 @@ import numpy as np
 
 from forethought.cache import PREDICTOR_DIR
 from forethought.predict.buckets import QUANTILE_PERCENTS, ResidualSpread
+from forethought.predict.fitting import fit_head
 from forethought.predict.forecast import (
     MAX_PROMPT_CHARS,
     LengthForecast,
@@ -35,7 +36,6 @@ from forethought.predict.length_cache import LengthCache
 from forethought.predict.observations import Observation, ObservationStore
 from forethought.predict.proxy import training_targets
 from forethought.predict.shipped import SHIPPED_DIR
-from forethought.predict.training import fit_head
 
 MIN_REFIT_OBSERVATIONS = 8
 # below this many observations the validation residuals of the trained model are kept

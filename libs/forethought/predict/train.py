@@ -25,6 +25,7 @@ import torch
 from forethought.cache import CACHE_ROOT, PREDICTOR_DIR
 from forethought.predict.buckets import LengthBuckets, ResidualSpread
 from forethought.predict.embedding_cache import EmbeddingCache
+from forethought.predict.fitting import finetune_whole, fit_head, torch_threads
 from forethought.predict.forecast import LengthForecast
 from forethought.predict.forecaster import BackboneSource, Forecaster, ForecasterConfig, artifact_problem
 from forethought.predict.history import head_inputs, history_features
@@ -44,7 +45,6 @@ from forethought.predict.proxy import (
 )
 from forethought.predict.sharegpt import LengthSample, load_samples
 from forethought.predict.shipped import SHIPPED_DIR
-from forethought.predict.training import finetune_whole, fit_head, torch_threads
 
 SERVED_MODEL = "SmolLM2-135M-Instruct"
 HELDOUT_FILE = "heldout.jsonl"

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from forethought.predict.fitting import fit_head, validation_loss
 from forethought.predict.proxy import Formulation
-from forethought.predict.training import fit_head, validation_loss
 
 
 def test_head_fit_with_validation_keeps_the_best_epoch_and_learns_the_signal() -> None:

@@ -1,7 +1,9 @@
-"""The two fine-tuning phases of SSJF section 3.1: (1) backbone and head together, (2) head only.
+"""Fitting the proxy model's weights in the two fine-tuning phases of SSJF section 3.1: (1) backbone and
+head together, (2) head only.
 
-Phase 2 runs on cached CLS states (the backbone is frozen), so it is cheap enough to repeat online
-when observed lengths arrive (``refit``).
+The torch loops alone: ``train`` builds an artifact around them offline. Phase 2 runs on cached CLS
+states (the backbone is frozen), so it is cheap enough to repeat online when observed lengths arrive
+(``Predictor.refit``).
 """
 
 from __future__ import annotations
