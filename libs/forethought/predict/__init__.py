@@ -2,15 +2,15 @@
 
 from forethought.predict.batching import BatchingPredictor
 from forethought.predict.buckets import QUANTILE_PERCENTS, LengthBuckets, ResidualSpread
-from forethought.predict.forecast import (
+from forethought.predict.forecaster import Forecaster
+from forethought.predict.history import NO_HISTORY, ConversationHistory
+from forethought.predict.length_cache import LengthCache
+from forethought.predict.length_forecast import (
     MAX_PROMPT_CHARS,
     InvalidPrompt,
     LengthForecast,
     validate_prompt,
 )
-from forethought.predict.forecaster import Forecaster
-from forethought.predict.history import NO_HISTORY, ConversationHistory
-from forethought.predict.length_cache import LengthCache
 from forethought.predict.observations import Observation, ObservationStore
 from forethought.predict.predictor import Predictor, PredictorHandle
 from forethought.predict.proxy import Formulation

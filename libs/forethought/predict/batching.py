@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
-from forethought.predict.forecast import (
+from forethought.predict.history import NO_HISTORY, ConversationHistory, validate_history, validated_histories
+from forethought.predict.length_forecast import (
     MAX_PROMPT_CHARS,
     LengthForecast,
     validate_prompt,
 )
-from forethought.predict.history import NO_HISTORY, ConversationHistory, validate_history, validated_histories
 
 PredictBatch = Callable[[list[str], list[ConversationHistory]], list[LengthForecast]]
 Waiting = tuple[str, ConversationHistory, "asyncio.Future[LengthForecast]"]

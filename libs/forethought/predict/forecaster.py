@@ -25,8 +25,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from forethought.predict.buckets import QUANTILE_PERCENTS, LengthBuckets, ResidualSpread
-from forethought.predict.forecast import LengthForecast
 from forethought.predict.history import ConversationHistory, head_inputs
+from forethought.predict.length_forecast import LengthForecast
 from forethought.predict.proxy import (
     Formulation,
     Pooling,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from forethought.predict.forecast import InvalidPrompt
+from forethought.predict.length_forecast import InvalidPrompt
 
 HISTORY_FEATURES = 7
 # log1p of an answer's characters is 0..~11; dividing brings it near unit scale

@@ -17,13 +17,6 @@ import numpy as np
 from forethought.cache import PREDICTOR_DIR
 from forethought.predict.buckets import QUANTILE_PERCENTS, ResidualSpread
 from forethought.predict.fitting import fit_head
-from forethought.predict.forecast import (
-    MAX_PROMPT_CHARS,
-    LengthForecast,
-    validate_length,
-    validate_prompt,
-    validate_prompts,
-)
 from forethought.predict.forecaster import Forecaster
 from forethought.predict.history import (
     NO_HISTORY,
@@ -33,6 +26,13 @@ from forethought.predict.history import (
     validated_histories,
 )
 from forethought.predict.length_cache import LengthCache
+from forethought.predict.length_forecast import (
+    MAX_PROMPT_CHARS,
+    LengthForecast,
+    validate_length,
+    validate_prompt,
+    validate_prompts,
+)
 from forethought.predict.observations import Observation, ObservationStore
 from forethought.predict.proxy import training_targets
 from forethought.predict.shipped import SHIPPED_DIR
