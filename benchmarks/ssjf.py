@@ -200,7 +200,7 @@ def heldout_forecasts(model_dir: Path) -> Path:
 
 def score_heldout(model_dir: Path, path: Path) -> None:
     """Forecasts the test split the predictor was trained beside, in batches, into ``path`` (atomically)."""
-    from forethought.predict.forecaster import Forecaster
+    from forethought.predict.artifact import Forecaster
     from forethought.predict.train import TrainConfig, sample_splits, write_heldout
 
     training = json.loads((model_dir / "config.json").read_text())["training"]

@@ -22,7 +22,7 @@ from forethought.predict import (
     LengthForecast,
     Predictor,
 )
-from forethought.predict.forecaster import artifact_problem
+from forethought.predict.artifact import artifact_problem
 from forethought.predict.shipped import resolve_predictor
 from forethought.predict.train import SERVED_MODEL
 from forethought.rpc.errors import FailedPrecondition, InvalidArgument, NotFound, require

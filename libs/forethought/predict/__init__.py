@@ -1,8 +1,8 @@
 """SSJF output-length predictor: a MiniLM proxy model forecasting a length distribution per prompt."""
 
+from forethought.predict.artifact import Forecaster
 from forethought.predict.batching import BatchingPredictor
 from forethought.predict.buckets import QUANTILE_PERCENTS, LengthBuckets, ResidualSpread
-from forethought.predict.forecaster import Forecaster
 from forethought.predict.history import NO_HISTORY, ConversationHistory
 from forethought.predict.length_cache import LengthCache
 from forethought.predict.length_forecast import (

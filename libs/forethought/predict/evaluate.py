@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from forethought.predict.artifact import Forecaster
 from forethought.predict.embedding_cache import EmbeddingCache
-from forethought.predict.forecaster import Forecaster
 from forethought.predict.history import HISTORY_FEATURES
 from forethought.predict.length_cache import LengthCache
 from forethought.predict.metrics import AccuracyReport, format_table, mean_report

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from forethought.cache import PREDICTOR_DIR
+from forethought.predict.artifact import Forecaster
 from forethought.predict.buckets import QUANTILE_PERCENTS, ResidualSpread
 from forethought.predict.fitting import fit_head
-from forethought.predict.forecaster import Forecaster
 from forethought.predict.history import (
     NO_HISTORY,
     ConversationHistory,

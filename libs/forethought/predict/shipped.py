@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from forethought.cache import PREDICTOR_DIR
-from forethought.predict.forecaster import artifact_problem
+from forethought.predict.artifact import artifact_problem
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "shipped_head"
 """The shipped artifact: config.json, calibration.json, head.safetensors (no backbone copy)."""

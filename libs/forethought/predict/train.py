@@ -23,10 +23,10 @@ import numpy as np
 import torch
 
 from forethought.cache import CACHE_ROOT, PREDICTOR_DIR
+from forethought.predict.artifact import BackboneSource, Forecaster, ForecasterConfig, artifact_problem
 from forethought.predict.buckets import LengthBuckets, ResidualSpread
 from forethought.predict.embedding_cache import EmbeddingCache
 from forethought.predict.fitting import finetune_whole, fit_head, torch_threads
-from forethought.predict.forecaster import BackboneSource, Forecaster, ForecasterConfig, artifact_problem
 from forethought.predict.history import head_inputs, history_features
 from forethought.predict.length_forecast import LengthForecast
 from forethought.predict.metrics import (

@@ -140,7 +140,7 @@ def test_observe_rejects_a_negative_length(predictor: Predictor) -> None:
 
 
 def test_an_artifact_of_an_older_format_is_refused_with_the_fix(quick_artifact: Path, tmp_path: Path) -> None:
-    from forethought.predict.forecaster import artifact_problem
+    from forethought.predict.artifact import artifact_problem
 
     older = tmp_path / "older"
     older.mkdir()

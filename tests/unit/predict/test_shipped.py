@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from forethought.predict import NO_HISTORY, ConversationHistory, Predictor
-from forethought.predict.forecaster import HEAD_FILE, LEGACY_HEAD_FILE, BackboneSource
+from forethought.predict.artifact import HEAD_FILE, LEGACY_HEAD_FILE, BackboneSource
 from forethought.predict.shipped import SHIPPED_DIR, resolve_predictor
 from safetensors.torch import load_file
 

@@ -1,4 +1,5 @@
-"""A trained length predictor loaded from its artifact folder: prompts -> ``LengthForecast``s.
+"""The predictor artifact: a trained proxy model (SSJF section 3.1) with its tokenizer, buckets and
+calibration, saved to and loaded from one folder; in memory a ``Forecaster``: prompts -> ``LengthForecast``s.
 
 Artifact layout (one folder, written atomically)::
 
