@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.report import LineSeries, ResultTable, add_output_argument, line_plot, progress, write_table
-from forethought.engine.backend import ServiceClass
+from forethought.domain import ServiceClass
 from forethought.engine.core import EngineConfig
 from forethought.sim.config import ClusterConfig, build_simulator
 from forethought.sim.metrics import ClassMetrics, summarize

@@ -45,7 +45,7 @@ from benchmarks.report import (
 )
 from forethought.costmodel import get_profile
 from forethought.engine.core import EngineConfig
-from forethought.prefix.hashing import chained_block_hashes
+from forethought.domain.block_hashes import chained_block_hashes
 from forethought.sim.config import ClusterConfig, build_simulator
 from forethought.workloads.azure import azure_arrivals
 from forethought.workloads.mooncake import MOONCAKE_BLOCK_TOKENS, load_mooncake_trace

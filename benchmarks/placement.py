@@ -38,8 +38,8 @@ from typing import Any
 from redis.asyncio import Redis
 
 from forethought.cluster.redis_server import free_port, start_redis
-from forethought.engine.backend import BlockStored
-from forethought.prefix.hashing import chained_block_hashes
+from forethought.domain import BlockStored
+from forethought.domain.block_hashes import chained_block_hashes
 from forethought.prefix.redis_index import RedisPrefixIndex
 from forethought.routing import RoutingRequest, build_router
 from benchmarks.report import add_output_argument

@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from benchmarks.report import LineSeries, ResultTable, add_output_argument, line_plot, write_table
-from forethought.engine.backend import EngineBackend, GenerationRequest, SamplingParams
+from forethought.domain import GenerationRequest, SamplingParams
+from forethought.backends.protocol import EngineBackend
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc
 
 
@@ -350,8 +351,8 @@ def _profile_steps(args: argparse.Namespace) -> int:
     from vllm.inputs import TokensPrompt
     from vllm.v1.engine.llm_engine import LLMEngine
 
-    from forethought.engine.cpu_dtype import read_cpu_flags, resolve_dtype
-    from forethought.engine.vllm_backend import VllmEngineOptions, engine_args, start_environment
+    from forethought.backends.vllm.cpu_dtype import read_cpu_flags, resolve_dtype
+    from forethought.backends.vllm.backend import VllmEngineOptions, engine_args, start_environment
     from forethought.models import resolve_model
 
     base = VllmEngineOptions(model=args.model, kv_cache_gib=args.kv_cache_gib)
@@ -425,7 +426,7 @@ def _parser() -> argparse.ArgumentParser:
 async def _run_overhead(args: argparse.Namespace) -> list[RoundResult]:
     """The four ways into one engine; writes ``results.md`` with the engine's start time."""
     from forethought.cluster.redis_server import start_redis
-    from forethought.engine.vllm_backend import VllmEngineBackend, VllmEngineOptions
+    from forethought.backends.vllm.backend import VllmEngineBackend, VllmEngineOptions
     from forethought.prewarm import ModelLifecycle
     from forethought.rpc.channels import open_channel
     from forethought.rpc.server import running_service
@@ -468,7 +469,7 @@ async def _run_overhead(args: argparse.Namespace) -> list[RoundResult]:
 
 async def _run_variants(args: argparse.Namespace) -> list[RoundResult]:
     """One engine per ``--variant``, all running, compared side by side; writes ``variants.md``."""
-    from forethought.engine.vllm_backend import VllmEngineBackend, VllmEngineOptions
+    from forethought.backends.vllm.backend import VllmEngineBackend, VllmEngineOptions
 
     base = VllmEngineOptions(model=args.model, kv_cache_gib=args.kv_cache_gib)
     variants = [parse_variant(spec, base) for spec in args.variant]

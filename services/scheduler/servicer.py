@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable
 import grpc
 
 from forethought.cluster.registry import WorkerRegistry
-from forethought.prefix.hashing import chained_block_hashes
+from forethought.domain.block_hashes import chained_block_hashes
 from forethought.queueing import QueuedRequest, engine_priority
 from forethought.rpc import convert
 from forethought.rpc.errors import AlreadyExists, NotFound, Unavailable, invalid_argument_of, require

@@ -22,7 +22,8 @@ import redis.asyncio as aioredis
 from forethought.cluster.registry import WorkerRecord, WorkerRegistry
 from forethought.config import ConfigError, ServiceSettings, option
 from forethought.costmodel import profile_names
-from forethought.engine.backend import CacheEvent, EngineBackend
+from forethought.domain import CacheEvent
+from forethought.backends.protocol import EngineBackend
 from forethought.prewarm import DockerContainerLauncher, ModelLifecycle, PrewarmAgent, ProcessPoolSandbox
 from forethought.services.worker.servicer import WorkerServicer
 from forethought.v1 import worker_pb2_grpc
@@ -78,11 +79,11 @@ class Settings(ServiceSettings):
 def build_engine(settings: Settings, model: str) -> EngineBackend:
     """An engine of the configured kind serving ``model``; heavy packages are imported only when chosen."""
     if settings.engine == "vllm":
-        from forethought.engine.vllm_backend import VllmEngineBackend, VllmEngineOptions
+        from forethought.backends.vllm.backend import VllmEngineBackend, VllmEngineOptions
 
         scheduler_cls = None
         if settings.vllm_bros_scheduler:
-            from forethought.engine.vllm_bros_scheduler import BrosVllmScheduler
+            from forethought.backends.vllm.bros_scheduler import BrosVllmScheduler
 
             scheduler_cls = BrosVllmScheduler
         return VllmEngineBackend(VllmEngineOptions(
@@ -90,11 +91,11 @@ def build_engine(settings: Settings, model: str) -> EngineBackend:
             dtype=settings.vllm_dtype, enable_lora=settings.vllm_enable_lora, scheduler_cls=scheduler_cls,
         ))
     if settings.engine == "null":
-        from forethought.engine.null_backend import NullEngineBackend
+        from forethought.backends.null import NullEngineBackend
 
         return NullEngineBackend(model, num_blocks=settings.sim_kv_blocks)
     from forethought.engine.core import EngineConfig
-    from forethought.engine.sim_backend import SimEngineBackend
+    from forethought.backends.sim import SimEngineBackend
 
     return SimEngineBackend(
         model=model, config=EngineConfig(num_blocks=settings.sim_kv_blocks),

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 
 import redis.asyncio as aioredis
 
-from forethought.engine.backend import ClassLoad, EngineStats
+from forethought.domain import ClassLoad, EngineStats
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 
-from forethought.engine.backend import ServiceClass
+from forethought.domain import ServiceClass
 from forethought.engine.kv_blocks import (
     BE_SIDE,
     RT_SIDE,

@@ -13,15 +13,7 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from forethought.engine.backend import (
-    BlockRemoved,
-    BlockStored,
-    CacheEvent,
-    ClassLoad,
-    EngineStats,
-    GenerationRequest,
-    Usage,
-)
+from forethought.domain import BlockRemoved, BlockStored, CacheEvent, ClassLoad, EngineStats, GenerationRequest, Usage
 from forethought.engine.block_manager import BidirectionalBlockManager
 from forethought.engine.executor import Executor, IterationEstimator
 from forethought.engine.kv_blocks import SealOutcome
@@ -31,7 +23,7 @@ from forethought.engine.prefix_cache import PrefixCache
 from forethought.engine.request import EngineRequest, RequestStatus
 from forethought.engine.scheduler import Scheduler, SchedulerOutput, running_by_class
 from forethought.engine.tokens import SeededTokenSource, TokenSource
-from forethought.prefix.hashing import ROOT_PARENT
+from forethought.domain.block_hashes import ROOT_PARENT
 
 
 # NOTE: looking up an enum member (``SealOutcome.STORED``) costs a descriptor call on Python 3.11,

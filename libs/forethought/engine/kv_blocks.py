@@ -9,7 +9,7 @@ import enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from forethought.engine.backend import ServiceClass
+from forethought.domain import ServiceClass
 
 RT_SIDE = 0
 BE_SIDE = 1

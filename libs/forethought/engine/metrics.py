@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from forethought.engine.backend import FinishReason, ServiceClass, Usage
+from forethought.domain import FinishReason, ServiceClass, Usage
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Local prefix cache: a radix tree of sealed KV blocks with LRU eviction (Preble section 4.3).
 
-Each node is one full prompt block, keyed by its chained hash (``forethought.prefix.hashing``), so a
+Each node is one full prompt block, keyed by its chained hash (``forethought.domain.block_hashes``), so a
 node's key names its whole prefix and its parent is the node of the block before it. ``ref_count`` is
 Preble's "number of active requests sharing the node". A node whose count drops to zero stays cached and
 joins the LRU list; eviction takes the least recently released leaf. Requests release their blocks tail

@@ -11,8 +11,8 @@ import enum
 import math
 from dataclasses import dataclass, field
 
-from forethought.engine.backend import FinishReason, GenerationRequest, SamplingParams, ServiceClass
-from forethought.prefix.hashing import chained_block_hashes
+from forethought.domain import FinishReason, GenerationRequest, SamplingParams, ServiceClass
+from forethought.domain.block_hashes import chained_block_hashes
 
 
 class RequestStatus(enum.IntEnum):

@@ -12,7 +12,7 @@ import hashlib
 import struct
 from typing import Protocol
 
-from forethought.engine.backend import GenerationRequest
+from forethought.domain import GenerationRequest
 
 SMOLLM2_VOCAB_SIZE = 49152
 

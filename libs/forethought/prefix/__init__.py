@@ -1,1 +1,1 @@
-"""Prefix matching: chained block hashes and the global prefix index (in memory and in Redis)."""
+"""Prefix matching (Preble section 4.1): the global prefix index, in memory and in Redis, over the chained block hashes of ``forethought.domain``."""

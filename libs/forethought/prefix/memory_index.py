@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from forethought.engine.backend import AllBlocksCleared, BlockRemoved, BlockStored, CacheEvent
+from forethought.domain import AllBlocksCleared, BlockRemoved, BlockStored, CacheEvent
 
 
 class InMemoryPrefixIndex:

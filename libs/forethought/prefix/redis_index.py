@@ -24,7 +24,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
-from forethought.engine.backend import AllBlocksCleared, BlockRemoved, BlockStored, CacheEvent
+from forethought.domain import AllBlocksCleared, BlockRemoved, BlockStored, CacheEvent
 
 _APPLY = """
 local ns, worker, now = ARGV[1], ARGV[2], ARGV[3]

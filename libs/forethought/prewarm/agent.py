@@ -22,8 +22,9 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from forethought.engine.backend import EngineBackend, GenerationRequest, SamplingParams, ServiceClass
-from forethought.prefix.hashing import chained_block_hashes
+from forethought.domain import GenerationRequest, SamplingParams, ServiceClass
+from forethought.backends.protocol import EngineBackend
+from forethought.domain.block_hashes import chained_block_hashes
 from forethought.prewarm.ledger import ExpiredEntry, PrewarmKind, PrewarmLedger, PrewarmMetrics
 from forethought.prewarm.lifecycle import ModelLifecycle
 from forethought.prewarm.tools import ToolLauncher
@@ -31,7 +32,7 @@ from forethought.prewarm.tools import ToolLauncher
 PREWARM_PRIORITY = 1_000_000
 """vLLM priority of prefix prewarms: after every real request (lower runs first)."""
 
-_INDEX_BLOCK = 16  # the prefix index's block (forethought.prefix.hashing), whatever the engine's
+_INDEX_BLOCK = 16  # the prefix index's block (forethought.domain.block_hashes), whatever the engine's
 
 
 class PrewarmStatus(enum.Enum):

@@ -11,7 +11,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from forethought.engine.backend import EngineBackend
+from forethought.backends.protocol import EngineBackend
 
 EngineFactory = Callable[[str], EngineBackend]
 

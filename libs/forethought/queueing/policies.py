@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from forethought.engine.backend import ServiceClass
+from forethought.domain import ServiceClass
 from forethought.queueing.gittins import gittins_index
 from forethought.queueing.policy import QueuedRequest, QueuePolicy
 

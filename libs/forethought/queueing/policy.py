@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from forethought.engine.backend import ServiceClass
+from forethought.domain import ServiceClass
 
 
 @dataclass

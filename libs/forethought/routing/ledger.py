@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from forethought.engine.backend import EngineStats
+from forethought.domain import EngineStats
 from forethought.routing.router import RoutingRequest
 
 

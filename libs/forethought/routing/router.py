@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from forethought.engine.backend import EngineStats, ServiceClass
+from forethought.domain import EngineStats, ServiceClass
 
 
 @dataclass(frozen=True)

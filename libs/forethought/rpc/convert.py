@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-from forethought.engine.backend import (
-    ClassLoad,
-    EngineStats,
-    FinishReason,
-    SamplingParams,
-    ServiceClass,
-    Usage,
-)
+from forethought.domain import ClassLoad, EngineStats, FinishReason, SamplingParams, ServiceClass, Usage
 from forethought.rpc.errors import require
 from forethought.v1 import common_pb2
 

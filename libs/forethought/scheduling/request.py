@@ -37,7 +37,7 @@ class ScheduledRequest:
     """A request the scheduler accepted: what the queue orders and what placement needs.
 
     ``model``: the served model (only its workers are candidates). ``block_hashes``: the prompt's chained
-    block hashes (``forethought.prefix.hashing``). ``attempts``: dispatches so far (retries add one each).
+    block hashes (``forethought.domain.block_hashes``). ``attempts``: dispatches so far (retries add one each).
     """
 
     queued: QueuedRequest

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from forethought.engine.backend import EngineStats
+from forethought.domain import EngineStats
 
 
 @dataclass(frozen=True)

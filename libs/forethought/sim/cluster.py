@@ -18,9 +18,9 @@ import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from forethought.engine.backend import GenerationRequest, SamplingParams, ServiceClass
+from forethought.domain import GenerationRequest, SamplingParams, ServiceClass
 from forethought.engine.core import EngineCore, StepOutput
-from forethought.prefix.hashing import chained_block_hashes
+from forethought.domain.block_hashes import chained_block_hashes
 from forethought.prefix.memory_index import InMemoryPrefixIndex
 from forethought.queueing.global_queue import GlobalQueue
 from forethought.queueing.policy import QueuedRequest

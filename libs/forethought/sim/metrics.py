@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from forethought.engine.backend import ServiceClass
+from forethought.domain import ServiceClass
 
 
 @dataclass(frozen=True)

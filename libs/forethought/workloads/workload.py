@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from forethought.engine.backend import ServiceClass
+from forethought.domain import ServiceClass
 
 VOCAB_LOW = 100
 """Token ids are drawn from [VOCAB_LOW, VOCAB_HIGH); low ids are left to special tokens."""

@@ -8,8 +8,8 @@ from typing import Any
 
 from redis.asyncio import Connection, ConnectionPool, Redis
 
-from forethought.engine.backend import AllBlocksCleared, BlockRemoved, BlockStored
-from forethought.prefix.hashing import chained_block_hashes
+from forethought.domain import AllBlocksCleared, BlockRemoved, BlockStored
+from forethought.domain.block_hashes import chained_block_hashes
 from forethought.prefix.memory_index import InMemoryPrefixIndex
 from forethought.prefix.redis_index import RedisPrefixIndex
 

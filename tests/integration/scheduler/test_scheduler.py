@@ -21,7 +21,7 @@ from google.rpc import error_details_pb2
 from prometheus_client.parser import text_string_to_metric_families
 
 from forethought.cluster.redis_server import free_port, start_redis
-from forethought.prefix.hashing import chained_block_hashes
+from forethought.domain.block_hashes import chained_block_hashes
 from forethought.rpc.errors import rich_status_of
 from forethought.services.scheduler.requests import StreamDetokenizer
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc, tokenizer_pb2, tokenizer_pb2_grpc

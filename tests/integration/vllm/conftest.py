@@ -15,7 +15,7 @@ import pytest_asyncio
 import torch
 from safetensors.torch import save_file
 
-from forethought.engine.vllm_backend import VllmEngineBackend, VllmEngineOptions
+from forethought.backends.vllm.backend import VllmEngineBackend, VllmEngineOptions
 
 LORA_RANK = 8
 

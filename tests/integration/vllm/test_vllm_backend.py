@@ -8,18 +8,10 @@ from collections.abc import Sequence
 import pytest
 from transformers import AutoTokenizer
 
-from forethought.engine.backend import (
-    BlockStored,
-    CacheEvent,
-    FinishReason,
-    GenerationChunk,
-    GenerationRequest,
-    SamplingParams,
-    ServiceClass,
-)
-from forethought.engine.vllm_backend import VllmEngineBackend
+from forethought.domain import BlockStored, CacheEvent, FinishReason, GenerationChunk, GenerationRequest, SamplingParams, ServiceClass
+from forethought.backends.vllm.backend import VllmEngineBackend
 from forethought.models import resolve_model
-from forethought.prefix.hashing import chained_block_hashes
+from forethought.domain.block_hashes import chained_block_hashes
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 

@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from forethought.engine.backend import GenerationRequest, SamplingParams, ServiceClass
-from forethought.engine.vllm_backend import VllmEngineBackend, VllmEngineOptions
-from forethought.engine.vllm_bros_scheduler import (
+from forethought.domain import GenerationRequest, SamplingParams, ServiceClass
+from forethought.backends.vllm.backend import VllmEngineBackend, VllmEngineOptions
+from forethought.backends.vllm.bros_scheduler import (
     BE_PRIORITY_BASE,
     BrosVllmScheduler,
     SloTerms,

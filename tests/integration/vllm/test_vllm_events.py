@@ -6,9 +6,9 @@ from vllm.distributed.kv_events import AllBlocksCleared as VllmCleared
 from vllm.distributed.kv_events import BlockRemoved as VllmRemoved
 from vllm.distributed.kv_events import BlockStored as VllmStored
 
-from forethought.engine.backend import AllBlocksCleared, BlockRemoved, BlockStored
-from forethought.engine.vllm_events import KvEventTranslator
-from forethought.prefix.hashing import chained_block_hashes
+from forethought.domain import AllBlocksCleared, BlockRemoved, BlockStored
+from forethought.backends.vllm.events import KvEventTranslator
+from forethought.domain.block_hashes import chained_block_hashes
 
 TOKENS = list(range(1000, 1096))  # three 32-token vLLM blocks
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from forethought.engine.vllm_backend import (
+from forethought.backends.vllm.backend import (
     VllmEngineOptions,
     compute_threads,
     engine_args,

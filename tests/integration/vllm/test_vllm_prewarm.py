@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from transformers import AutoTokenizer
 
-from forethought.engine.backend import GenerationChunk, GenerationRequest, SamplingParams
-from forethought.engine.vllm_backend import VllmEngineBackend
+from forethought.domain import GenerationChunk, GenerationRequest, SamplingParams
+from forethought.backends.vllm.backend import VllmEngineBackend
 from forethought.models import resolve_model
 from forethought.prewarm import ModelLifecycle, PrewarmAgent, PrewarmKind, PrewarmStatus
 

@@ -8,7 +8,7 @@ import time
 import grpc
 import redis.asyncio as aioredis
 
-from forethought.prefix.hashing import chained_block_hashes
+from forethought.domain.block_hashes import chained_block_hashes
 from forethought.prefix.redis_index import RedisPrefixIndex
 from forethought.v1 import common_pb2, worker_pb2, worker_pb2_grpc
 

@@ -11,7 +11,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from forethought.cluster.registry import WorkerRegistry
-from forethought.prefix.hashing import chained_block_hashes
+from forethought.domain.block_hashes import chained_block_hashes
 from forethought.prefix.redis_index import RedisPrefixIndex
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from forethought.costmodel import CostModelExecutor, get_profile
-from forethought.engine.backend import GenerationRequest, SamplingParams, ServiceClass
+from forethought.domain import GenerationRequest, SamplingParams, ServiceClass
 from forethought.engine.core import EngineConfig, EngineCore, StepOutput
 
 RequestFactory = Callable[..., GenerationRequest]

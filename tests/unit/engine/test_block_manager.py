@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forethought.engine.backend import ServiceClass
+from forethought.domain import ServiceClass
 from forethought.engine.block_manager import BE_SIDE, RT_SIDE, SEALED, BidirectionalBlockManager, SealOutcome
 from forethought.engine.prefix_cache import PrefixCache
 

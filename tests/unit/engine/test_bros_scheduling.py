@@ -6,7 +6,7 @@ from itertools import pairwise
 
 import pytest
 
-from forethought.engine.backend import ServiceClass
+from forethought.domain import ServiceClass
 from forethought.engine.batch_size import AdaptiveBatchSize
 from forethought.engine.priority_groups import priority_group, proportional_order
 

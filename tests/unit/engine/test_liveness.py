@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forethought.costmodel import CostModelExecutor, get_profile
-from forethought.engine.backend import GenerationRequest, ServiceClass
+from forethought.domain import GenerationRequest, ServiceClass
 from forethought.engine.core import EngineConfig, EngineCore
 
 RT, BE = ServiceClass.RT, ServiceClass.BE

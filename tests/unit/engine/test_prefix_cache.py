@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from forethought.engine.backend import BlockRemoved, BlockStored
+from forethought.domain import BlockRemoved, BlockStored
 from forethought.engine.prefix_cache import PrefixCache
-from forethought.prefix.hashing import ROOT_PARENT, chained_block_hashes
+from forethought.domain.block_hashes import ROOT_PARENT, chained_block_hashes
 
 
 def test_lru_evicts_least_recently_released_leaf_first() -> None:

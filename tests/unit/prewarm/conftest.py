@@ -6,14 +6,7 @@ from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
-from forethought.engine.backend import (
-    CacheEvent,
-    EngineStats,
-    FinishReason,
-    GenerationChunk,
-    GenerationRequest,
-    Usage,
-)
+from forethought.domain import CacheEvent, EngineStats, FinishReason, GenerationChunk, GenerationRequest, Usage
 
 
 class FakeClock:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from forethought.prefix.hashing import chained_block_hashes
+from forethought.domain.block_hashes import chained_block_hashes
 from forethought.prewarm import (
     PREWARM_PRIORITY,
     DockerContainerLauncher,

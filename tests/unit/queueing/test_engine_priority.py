@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from forethought.engine.backend import ServiceClass
+from forethought.domain import ServiceClass
 from forethought.queueing import QueuedRequest, build_policy, engine_priority
 from forethought.queueing.policy import ENGINE_PRIORITY_BAND
 

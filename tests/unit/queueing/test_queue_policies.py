@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forethought.engine.backend import ServiceClass
+from forethought.domain import ServiceClass
 from forethought.queueing import POLICY_NAMES, QueuedRequest, build_policy, gittins_index
 
 times = st.floats(min_value=0, max_value=1e4, allow_nan=False)

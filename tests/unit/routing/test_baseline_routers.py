@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from forethought.engine.backend import ClassLoad, EngineStats
+from forethought.domain import ClassLoad, EngineStats
 from forethought.routing import NoWorkers, RoutingRequest, build_router
 from forethought.routing.baselines import KvCostRouter, softmax_sample
 from forethought.routing.ledger import LedgerRouter

@@ -6,7 +6,7 @@ import zlib
 from dataclasses import dataclass
 
 import pytest
-from forethought.engine.backend import EngineStats
+from forethought.domain import EngineStats
 from forethought.routing import (
     E2Router,
     PrebleLinearPhaseTimes,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from forethought.engine.backend import ClassLoad, EngineStats
+from forethought.domain import ClassLoad, EngineStats
 from forethought.queueing import GlobalQueue, QueuedRequest, QueueFull, build_policy
 from forethought.routing import build_router
 from forethought.scheduling import Dispatcher, RequestStatus, ScheduledRequest, WorkerSlots, WorkerView

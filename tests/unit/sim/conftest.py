@@ -2,7 +2,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from forethought.engine.backend import ServiceClass
+from forethought.domain import ServiceClass
 from forethought.workloads.workload import TokenSegment, TraceRequest
 
 

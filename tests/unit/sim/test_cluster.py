@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from forethought.engine.backend import ServiceClass
+from forethought.domain import ServiceClass
 from forethought.engine.core import EngineConfig
 from forethought.sim.config import ClusterConfig, build_simulator
 from forethought.workloads.arrivals import poisson_arrivals, with_arrivals

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from forethought.engine.backend import ServiceClass
+from forethought.domain import ServiceClass
 from forethought.sim.metrics import Distribution, RequestRecord, summarize, summarize_by_class
 
 

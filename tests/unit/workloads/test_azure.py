@@ -1,6 +1,6 @@
 import pytest
 
-from forethought.engine.backend import ServiceClass
+from forethought.domain import ServiceClass
 from forethought.workloads.azure import azure_arrivals, azure_trace_path, load_azure_trace
 from forethought.workloads.workload import RequestClass
 

@@ -1,6 +1,6 @@
 import json
 
-from forethought.engine.backend import ServiceClass
+from forethought.domain import ServiceClass
 from forethought.workloads.sharegpt import (
     approximate_token_count,
     first_turns,

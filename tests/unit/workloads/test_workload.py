@@ -1,4 +1,4 @@
-from forethought.engine.backend import ServiceClass
+from forethought.domain import ServiceClass
 from forethought.workloads.arrivals import gamma_arrivals, poisson_arrivals, with_arrivals
 from forethought.workloads.workload import ClosedLoopBatches, TokenSegment, TraceRequest, expand_segments
 

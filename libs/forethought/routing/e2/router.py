@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
 
-from forethought.engine.backend import EngineStats
+from forethought.domain import EngineStats
 from forethought.routing.e2.exploit_explore import (
     E2Context,
     Exploit,

@@ -2,7 +2,7 @@
 
 vLLM publishes ``BlockStored`` / ``BlockRemoved`` / ``AllBlocksCleared`` for its own block hashes.
 The global prefix index needs one hash for every engine, so each stored vLLM block is re-hashed from
-its token ids with ``forethought.prefix.hashing.block_hash``. vLLM's CPU attention needs blocks of a
+its token ids with ``forethought.domain.block_hashes.block_hash``. vLLM's CPU attention needs blocks of a
 multiple of 32 tokens, while the index uses 16: one vLLM block then becomes several index blocks,
 which is exact because the chained hash of 32 tokens is the chain of its two 16-token halves.
 
@@ -20,8 +20,8 @@ import msgspec
 import zmq
 import zmq.asyncio
 
-from forethought.engine.backend import AllBlocksCleared, BlockRemoved, BlockStored, CacheEvent
-from forethought.prefix.hashing import ROOT_PARENT, block_hash
+from forethought.domain import AllBlocksCleared, BlockRemoved, BlockStored, CacheEvent
+from forethought.domain.block_hashes import ROOT_PARENT, block_hash
 
 _log = logging.getLogger(__name__)
 _OTHER_MEDIA = ("CPU", "STORAGE")  # offloaded copies: not blocks the engine can hit directly

@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from forethought.engine.backend import ClassLoad, EngineStats, ServiceClass
+from forethought.domain import ClassLoad, EngineStats, ServiceClass
 
 
 @dataclass

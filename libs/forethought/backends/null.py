@@ -3,7 +3,7 @@
 Preble section 5.4 measures the global scheduler on its own; to do the same through the services, the
 worker needs an engine whose cost is nil. This one runs no model and keeps no clock: a request gets
 ``max_tokens`` token ids in one chunk, with its usage, as soon as it arrives. Its prefix cache is a
-least-recently-used set of chained block hashes (``forethought.prefix.hashing``), so it publishes the
+least-recently-used set of chained block hashes (``forethought.domain.block_hashes``), so it publishes the
 cache events a real engine would and the Redis prefix index fills as in production.
 """
 
@@ -14,20 +14,9 @@ import sys
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 
-from forethought.engine.backend import (
-    BlockRemoved,
-    BlockStored,
-    CacheEvent,
-    CacheEventFeed,
-    ClassLoad,
-    EngineStats,
-    FinishReason,
-    GenerationChunk,
-    GenerationRequest,
-    ServiceClass,
-    Usage,
-)
-from forethought.prefix.hashing import ROOT_PARENT, chained_block_hashes
+from forethought.domain import BlockRemoved, BlockStored, CacheEvent, ClassLoad, EngineStats, FinishReason, GenerationChunk, GenerationRequest, ServiceClass, Usage
+from forethought.backends.protocol import CacheEventFeed
+from forethought.domain.block_hashes import ROOT_PARENT, chained_block_hashes
 
 NULL_TOKEN = 0
 """The token id every output position holds."""

@@ -7,9 +7,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from forethought.engine.backend import BlockStored, EngineBackend, FinishReason, GenerationRequest, ServiceClass
+from forethought.domain import BlockStored, FinishReason, GenerationRequest, ServiceClass
+from forethought.backends.protocol import EngineBackend
 from forethought.engine.core import EngineConfig
-from forethought.engine.sim_backend import SimEngineBackend
+from forethought.backends.sim import SimEngineBackend
 
 
 @pytest.fixture

@@ -13,15 +13,8 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 
 from forethought.costmodel import CostModelExecutor, get_profile
-from forethought.engine.backend import (
-    CacheEvent,
-    CacheEventFeed,
-    EngineStats,
-    FinishReason,
-    GenerationChunk,
-    GenerationRequest,
-    Usage,
-)
+from forethought.domain import CacheEvent, EngineStats, FinishReason, GenerationChunk, GenerationRequest, Usage
+from forethought.backends.protocol import CacheEventFeed
 from forethought.engine.core import EngineConfig, EngineCore, StepOutput
 from forethought.engine.tokens import TokenSource
 

@@ -32,18 +32,11 @@ from vllm.sampling_params import RequestOutputKind
 from vllm.v1.engine.async_llm import AsyncLLM
 from vllm.v1.metrics.loggers import StatLoggerBase
 
-from forethought.engine.backend import (
-    CacheEvent,
-    EngineStats,
-    FinishReason,
-    GenerationChunk,
-    GenerationRequest,
-    Usage,
-)
-from forethought.engine.cpu_dtype import AUTO, read_cpu_flags, resolve_dtype
-from forethought.engine.vllm_bros_scheduler import slo_extra_args
-from forethought.engine.vllm_events import KvEventSubscriber, KvEventTranslator
-from forethought.engine.vllm_stats import LoadMonitor
+from forethought.domain import CacheEvent, EngineStats, FinishReason, GenerationChunk, GenerationRequest, Usage
+from forethought.backends.vllm.cpu_dtype import AUTO, read_cpu_flags, resolve_dtype
+from forethought.backends.vllm.bros_scheduler import slo_extra_args
+from forethought.backends.vllm.events import KvEventSubscriber, KvEventTranslator
+from forethought.backends.vllm.stats import LoadMonitor
 from forethought.models import resolve_model
 
 _FINISH_REASONS = {

@@ -25,7 +25,7 @@ from typing import Any
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import Request
 
-from forethought.engine.backend import GenerationRequest, ServiceClass
+from forethought.domain import GenerationRequest, ServiceClass
 from forethought.engine.batch_size import AdaptiveBatchSize
 
 BE_PRIORITY_BASE = 1 << 40
