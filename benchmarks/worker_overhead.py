@@ -35,10 +35,23 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from benchmarks.report import LineSeries, ResultTable, add_output_argument, line_plot, write_table
-from forethought.domain import GenerationRequest, SamplingParams
 from forethought.backends.protocol import EngineBackend
-from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc
+from forethought.domain import GenerationRequest, SamplingParams
+from forethought.v1 import (
+    common_pb2,
+    scheduler_pb2,
+    scheduler_pb2_grpc,
+    worker_pb2,
+    worker_pb2_grpc,
+)
+
+from benchmarks.report import (
+    LineSeries,
+    ResultTable,
+    add_output_argument,
+    line_plot,
+    write_table,
+)
 
 
 @dataclass(frozen=True)
@@ -347,13 +360,16 @@ def _profile_steps(args: argparse.Namespace) -> int:
     """``--step-profile``: the first variant's engine in this process (no IPC), one decode step split
     into its phases at each concurrency; writes ``step_profile.md``."""
     import torch
+    from forethought.backends.vllm.backend import (
+        VllmEngineOptions,
+        engine_args,
+        start_environment,
+    )
+    from forethought.backends.vllm.cpu_dtype import read_cpu_flags, resolve_dtype
+    from forethought.models import resolve_model
     from vllm import SamplingParams as VllmSamplingParams
     from vllm.inputs import TokensPrompt
     from vllm.v1.engine.llm_engine import LLMEngine
-
-    from forethought.backends.vllm.cpu_dtype import read_cpu_flags, resolve_dtype
-    from forethought.backends.vllm.backend import VllmEngineOptions, engine_args, start_environment
-    from forethought.models import resolve_model
 
     base = VllmEngineOptions(model=args.model, kv_cache_gib=args.kv_cache_gib)
     variant = parse_variant(args.variant[0] if args.variant else "default", base)
@@ -425,14 +441,16 @@ def _parser() -> argparse.ArgumentParser:
 
 async def _run_overhead(args: argparse.Namespace) -> list[RoundResult]:
     """The four ways into one engine; writes ``results.md`` with the engine's start time."""
-    from forethought.cluster.redis_server import start_redis
     from forethought.backends.vllm.backend import VllmEngineBackend, VllmEngineOptions
+    from forethought.cluster.redis_server import start_redis
     from forethought.prewarm import ModelLifecycle
     from forethought.rpc.channels import open_channel
     from forethought.rpc.server import running_service
-    from forethought.services.scheduler import Settings as SchedulerSettings
-    from forethought.services.worker import Settings as WorkerSettings
-    from forethought.services.worker import WorkerShell
+    from forethought.services.scheduler.shell import SERVICE as scheduler_service
+    from forethought.services.scheduler.shell import Settings as SchedulerSettings
+    from forethought.services.worker.shell import SERVICE as worker_service
+    from forethought.services.worker.shell import Settings as WorkerSettings
+    from forethought.services.worker.shell import WorkerShell
 
     options = VllmEngineOptions(model=args.model, kv_cache_gib=args.kv_cache_gib)
     lifecycle = ModelLifecycle(lambda model: VllmEngineBackend(options))
@@ -443,8 +461,8 @@ async def _run_overhead(args: argparse.Namespace) -> list[RoundResult]:
         await lifecycle.load(args.model)
         backend = lifecycle.engine(args.model)
         assert isinstance(backend, VllmEngineBackend)
-        async with running_service("worker", worker_settings, WorkerShell(worker_settings, lifecycle)) as worker_address, \
-                running_service("scheduler", SchedulerSettings(router="round_robin", policy="fcfs", **common)) as scheduler_address, \
+        async with running_service(worker_service, worker_settings, WorkerShell(worker_settings, lifecycle)) as worker_address, \
+                running_service(scheduler_service, SchedulerSettings(router="round_robin", policy="fcfs", **common)) as scheduler_address, \
                 open_channel(worker_address) as worker_channel, open_channel(scheduler_address) as scheduler_channel:
             targets: list[Target] = [
                 DirectVllmTarget(backend.engine), BackendTarget(backend),

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from forethought.rpc.server import SERVICE_NAMES
+from forethought.services import SERVICE_NAMES
 
 if TYPE_CHECKING:
     from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
@@ -202,8 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     # serve and bench hand every later argument, --help included, to the service or benchmark.
     if argv[:1] == ["serve"] and len(argv) > 1 and argv[1] in SERVICE_NAMES:
         from forethought.rpc.server import main as serve_main
+        from forethought.services import service_spec
 
-        return serve_main(argv[1], argv[2:])
+        return serve_main(service_spec(argv[1]), argv[2:])
     if argv[:1] == ["train-predictor"]:
         from forethought.predict.train import main as train_main
 

@@ -15,7 +15,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ("libs", "services", "benchmarks", "tests", "scripts")
+SOURCES = ("libs", "benchmarks", "tests", "scripts")
 FIRST_PARTY = {"forethought", "benchmarks", "tests", "conftest"}
 
 

@@ -1,21 +1,20 @@
 """The one way every service starts: an async gRPC server with health, reflection, tracing, metrics,
 status mapping and a graceful stop on SIGTERM or SIGINT.
 
-A service package (``forethought.services.<name>``) defines ``Settings`` (a ``ServiceSettings``
-subclass) and ``build(settings) -> Service``; this module does everything else.
+A service's shell (``forethought.services.<name>.shell``) declares a ``ServiceSpec``: its name, its
+``Settings`` (a ``ServiceSettings`` subclass) and ``build(settings) -> Service``; this module does
+everything else.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any, Protocol
 
 import grpc
@@ -30,7 +29,6 @@ from forethought.telemetry.tracing import configure_tracing
 
 log = logging.getLogger(__name__)
 
-SERVICE_NAMES = ("scheduler", "tokenizer", "predictor", "demand", "planner", "worker")
 READY_MARKER = "FORETHOUGHT_READY"
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
@@ -76,20 +74,23 @@ class PlainService:
         return None
 
 
-def service_module(name: str) -> ModuleType:
-    """The package of service ``name``; raises ValueError naming the choices."""
-    if name not in SERVICE_NAMES:
-        raise ValueError(f"unknown service {name!r}: choose one of {', '.join(SERVICE_NAMES)}")
-    return importlib.import_module(f"forethought.services.{name}")
+@dataclass(frozen=True)
+class ServiceSpec:
+    """What ``serve`` needs of a service: its name, help text, settings type and how to build its shell."""
+
+    name: str
+    description: str
+    settings_type: type[ServiceSettings]
+    build: Callable[[Any], Service]
 
 
 @asynccontextmanager
-async def running_service(name: str, settings: ServiceSettings, service: Service | None = None) -> AsyncIterator[str]:
-    """Runs service ``name`` in this event loop; yields its address; stops it gracefully on exit.
+async def running_service(spec: ServiceSpec, settings: ServiceSettings, service: Service | None = None) -> AsyncIterator[str]:
+    """Runs the service in this event loop; yields its address; stops it gracefully on exit.
 
-    ``service``: a shell built by the caller (a benchmark sharing one engine), instead of ``build(settings)``.
+    ``service``: a shell built by the caller (a benchmark sharing one engine), instead of ``spec.build(settings)``.
     """
-    service = service if service is not None else service_module(name).build(settings)
+    service = service if service is not None else spec.build(settings)
     server = grpc.aio.server(
         interceptors=[StatusInterceptor()],  # also opens the server span: one interceptor layer per call
         options=[("grpc.max_send_message_length", MAX_MESSAGE_BYTES), ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)],
@@ -110,8 +111,8 @@ async def running_service(name: str, settings: ServiceSettings, service: Service
     await server.start()
     try:
         await service.start(address)
-        for name_ in ("", service.grpc_service_name):
-            await health_servicer.set(name_, health_pb2.HealthCheckResponse.SERVING)
+        for health_name in ("", service.grpc_service_name):
+            await health_servicer.set(health_name, health_pb2.HealthCheckResponse.SERVING)
         yield address
     finally:
         await health_servicer.enter_graceful_shutdown()
@@ -120,8 +121,9 @@ async def running_service(name: str, settings: ServiceSettings, service: Service
         await service.stop()
 
 
-async def serve(name: str, settings: ServiceSettings) -> int:
-    """Runs service ``name`` until SIGTERM or SIGINT, then drains in-flight calls and returns 0."""
+async def serve(spec: ServiceSpec, settings: ServiceSettings) -> int:
+    """Runs the service until SIGTERM or SIGINT, then drains in-flight calls and returns 0."""
+    name = spec.name
     configure_logging(name, settings.log_format, settings.log_level)
     configure_tracing(name, settings.otel_exporter, settings.otel_endpoint)
     for line in describe(settings):
@@ -132,7 +134,7 @@ async def serve(name: str, settings: ServiceSettings) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    async with running_service(name, settings) as address:
+    async with running_service(spec, settings) as address:
         log.info("%s serving on %s", name, address)
         print(f"{READY_MARKER} {name} {address}", flush=True)
         await stop.wait()
@@ -141,22 +143,22 @@ async def serve(name: str, settings: ServiceSettings) -> int:
     return 0
 
 
-def main(name: str, argv: list[str] | None = None) -> int:
+def main(spec: ServiceSpec, argv: list[str] | None = None) -> int:
     """Entry point of ``forethought serve <name>`` and ``python -m forethought.services.<name>``."""
     import argparse
 
     from forethought.config import ConfigError, MissingPrerequisite, add_arguments, settings_from
 
-    module = service_module(name)
-    parser = argparse.ArgumentParser(prog=f"forethought serve {name}", description=module.__doc__)
-    add_arguments(parser, module.Settings)
+    name = spec.name
+    parser = argparse.ArgumentParser(prog=f"forethought serve {name}", description=spec.description)
+    add_arguments(parser, spec.settings_type)
     try:
-        settings = settings_from(module.Settings, parser.parse_args(argv))
+        settings = settings_from(spec.settings_type, parser.parse_args(argv))
     except ConfigError as error:
         print(f"forethought {name}: {error}", file=sys.stderr)
         return 2
     try:
-        return asyncio.run(serve(name, settings))
+        return asyncio.run(serve(spec, settings))
     except MissingPrerequisite as error:
         print(f"forethought {name}: cannot start: {error}", file=sys.stderr)
         return 2

@@ -7,14 +7,19 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
+from forethought.rpc.channels import open_channel
+from forethought.rpc.server import running_service
+from forethought.v1 import (
+    common_pb2,
+    scheduler_pb2,
+    scheduler_pb2_grpc,
+    worker_pb2,
+    worker_pb2_grpc,
+)
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-from forethought.rpc.channels import open_channel
-from forethought.rpc.server import running_service
-from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc
 
 MODEL = "SmolLM2-135M-Instruct"
 
@@ -106,9 +111,12 @@ def test_an_expired_client_deadline_frees_the_worker(start_service):
 
 
 async def test_one_trace_spans_client_scheduler_tokenizer_and_worker(redis_server, namespace):
-    from forethought.services.scheduler import Settings as SchedulerSettings
-    from forethought.services.tokenizer import Settings as TokenizerSettings
-    from forethought.services.worker import Settings as WorkerSettings
+    from forethought.services.scheduler.shell import SERVICE as scheduler_service
+    from forethought.services.scheduler.shell import Settings as SchedulerSettings
+    from forethought.services.tokenizer.shell import SERVICE as tokenizer_service
+    from forethought.services.tokenizer.shell import Settings as TokenizerSettings
+    from forethought.services.worker.shell import SERVICE as worker_service
+    from forethought.services.worker.shell import Settings as WorkerSettings
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
@@ -118,9 +126,9 @@ async def test_one_trace_spans_client_scheduler_tokenizer_and_worker(redis_serve
     common = {"redis_url": redis_server.url, "namespace": namespace}
     told = scheduler_pb2.GenerateRequest(request_id="traced-1", model=MODEL, text="Trace me.", max_tokens=3,
                                          return_text=True, sampling=common_pb2.SamplingParams(ignore_eos=True))
-    async with (running_service("worker", WorkerSettings(port=0, worker_id="traced", sim_speedup=20, **common)),
-                running_service("tokenizer", TokenizerSettings(port=0)) as tokenizer):
-        async with running_service("scheduler", SchedulerSettings(port=0, registry_poll_s=0.1, tokenizer_address=tokenizer,
+    async with (running_service(worker_service, WorkerSettings(port=0, worker_id="traced", sim_speedup=20, **common)),
+                running_service(tokenizer_service, TokenizerSettings(port=0)) as tokenizer):
+        async with running_service(scheduler_service, SchedulerSettings(port=0, registry_poll_s=0.1, tokenizer_address=tokenizer,
                                                                   **common)) as address:
             async with open_channel(address) as channel:
                 stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)

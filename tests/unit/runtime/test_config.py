@@ -61,7 +61,7 @@ def test_bad_values_name_the_setting_and_the_rule(argv, message):
 
 
 def test_the_scheduler_refuses_a_prefix_index_timeout_that_is_not_positive():
-    from forethought.services.scheduler import Settings
+    from forethought.services.scheduler.shell import Settings
 
     with pytest.raises(ConfigError) as raised:
         Settings(index_timeout_s=0).validate()
@@ -69,7 +69,7 @@ def test_the_scheduler_refuses_a_prefix_index_timeout_that_is_not_positive():
 
 
 def test_the_worker_refuses_a_vllm_dtype_it_does_not_know():
-    from forethought.services.worker import Settings
+    from forethought.services.worker.shell import Settings
 
     with pytest.raises(ConfigError) as raised:
         Settings(vllm_dtype="int4").validate()

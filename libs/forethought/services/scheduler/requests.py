@@ -9,7 +9,13 @@ from forethought.rpc.errors import NotFound, Unavailable, require
 from forethought.scheduling import ScheduledRequest
 from forethought.services.scheduler.forecasts import ForecastPrompt
 from forethought.telemetry.tracing import trace_metadata
-from forethought.v1 import common_pb2, scheduler_pb2, tokenizer_pb2, tokenizer_pb2_grpc, worker_pb2
+from forethought.v1 import (
+    common_pb2,
+    scheduler_pb2,
+    tokenizer_pb2,
+    tokenizer_pb2_grpc,
+    worker_pb2,
+)
 
 MAX_PROMPT_TOKENS = 1 << 20
 MAX_TOKENS_LIMIT = 1 << 16

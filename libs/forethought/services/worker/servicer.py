@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from forethought.domain import GenerationRequest
 from forethought.backends.protocol import EngineBackend
+from forethought.domain import GenerationRequest
 from forethought.prewarm import PrewarmAgent, PrewarmResult, PrewarmStatus
 from forethought.rpc import convert
 from forethought.rpc.errors import AlreadyExists, FailedPrecondition, NotFound, require

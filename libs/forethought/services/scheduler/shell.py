@@ -23,6 +23,7 @@ from forethought.prefix.redis_index import RedisPrefixIndex
 from forethought.queueing import POLICY_NAMES, GlobalQueue, build_policy
 from forethought.routing import ROUTER_NAMES, build_router
 from forethought.rpc.channels import open_channel
+from forethought.rpc.server import ServiceSpec
 from forethought.scheduling import Dispatcher, WorkerSlots
 from forethought.services.scheduler.forecasts import ForecastClient
 from forethought.services.scheduler.placement import PlacementLoop
@@ -162,3 +163,6 @@ class SchedulerShell:
 
 def build(settings: Settings) -> SchedulerShell:
     return SchedulerShell(settings)
+
+
+SERVICE = ServiceSpec("scheduler", __doc__ or "", Settings, build)

@@ -20,9 +20,19 @@ from forethought.cluster.registry import WorkerRegistry
 from forethought.domain.block_hashes import chained_block_hashes
 from forethought.queueing import QueuedRequest, engine_priority
 from forethought.rpc import convert
-from forethought.rpc.errors import AlreadyExists, NotFound, Unavailable, invalid_argument_of, require
+from forethought.rpc.errors import (
+    AlreadyExists,
+    NotFound,
+    Unavailable,
+    invalid_argument_of,
+    require,
+)
 from forethought.scheduling import WORKER_LOSS_CODES, RequestStatus, ScheduledRequest
-from forethought.services.scheduler.forecasts import Forecast, ForecastClient, ForecastPrompt
+from forethought.services.scheduler.forecasts import (
+    Forecast,
+    ForecastClient,
+    ForecastPrompt,
+)
 from forethought.services.scheduler.placement import PlacementLoop, RequestWithdrawn
 from forethought.services.scheduler.pool import WorkerPool
 from forethought.services.scheduler.requests import (

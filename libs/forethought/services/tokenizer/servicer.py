@@ -1,41 +1,23 @@
-"""Tokenizer: text <-> token ids for every served model, chat templates, streaming detokenization."""
+"""TokenizerService: protobuf in, the tokenizer registry (text <-> ids, chat templates, streaming detokenization), protobuf out."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import grpc
 
-from forethought.config import ConfigError, ServiceSettings, option
 from forethought.rpc.errors import NotFound, require
-from forethought.rpc.server import PlainService
-from forethought.tokenize import IncrementalDetokenizer, ModelTokenizer, TokenizerRegistry, UnknownModel, default_models
+from forethought.tokenize import (
+    IncrementalDetokenizer,
+    ModelTokenizer,
+    TokenizerRegistry,
+    UnknownModel,
+)
 from forethought.v1 import common_pb2, tokenizer_pb2, tokenizer_pb2_grpc
 
 MAX_BATCH = 256
 MAX_TEXT_CHARS = 4 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Settings(ServiceSettings):
-    port: int = option(50052, "gRPC port; 0 picks a free one")
-    models: str = option("", "extra models as name=folder,name=folder (Hugging Face tokenizer folders)")
-    preload: bool = option(True, "load every tokenizer at start instead of on first use")
-
-    def validate(self) -> None:
-        super().validate()
-        for entry in filter(None, self.models.split(",")):
-            if "=" not in entry:
-                raise ConfigError("models", "entries must be name=folder", entry)
-
-    def model_sources(self) -> dict[str, str]:
-        sources = default_models()
-        for entry in filter(None, self.models.split(",")):
-            name, _, folder = entry.partition("=")
-            sources[name.strip()] = folder.strip()
-        return sources
 
 
 class TokenizerServicer(tokenizer_pb2_grpc.TokenizerServiceServicer):
@@ -88,17 +70,3 @@ class TokenizerServicer(tokenizer_pb2_grpc.TokenizerServiceServicer):
             tail = detokenizer.flush()
             if tail:
                 yield tokenizer_pb2.DetokenizeStreamResponse(text=tail)
-
-
-def build(settings: Settings) -> PlainService:
-    registry = TokenizerRegistry(settings.model_sources())
-
-    async def preload() -> None:
-        if settings.preload:
-            for model in registry.models:
-                await asyncio.to_thread(registry.get, model)
-
-    return PlainService(
-        "forethought.v1.TokenizerService", tokenizer_pb2_grpc.add_TokenizerServiceServicer_to_server,
-        TokenizerServicer(registry), preload,
-    )

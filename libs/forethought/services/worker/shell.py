@@ -19,12 +19,18 @@ from dataclasses import dataclass
 import grpc
 import redis.asyncio as aioredis
 
+from forethought.backends.protocol import EngineBackend
 from forethought.cluster.registry import WorkerRecord, WorkerRegistry
 from forethought.config import ConfigError, ServiceSettings, option
 from forethought.costmodel import profile_names
 from forethought.domain import CacheEvent
-from forethought.backends.protocol import EngineBackend
-from forethought.prewarm import DockerContainerLauncher, ModelLifecycle, PrewarmAgent, ProcessPoolSandbox
+from forethought.prewarm import (
+    DockerContainerLauncher,
+    ModelLifecycle,
+    PrewarmAgent,
+    ProcessPoolSandbox,
+)
+from forethought.rpc.server import ServiceSpec
 from forethought.services.worker.servicer import WorkerServicer
 from forethought.v1 import worker_pb2_grpc
 
@@ -79,7 +85,10 @@ class Settings(ServiceSettings):
 def build_engine(settings: Settings, model: str) -> EngineBackend:
     """An engine of the configured kind serving ``model``; heavy packages are imported only when chosen."""
     if settings.engine == "vllm":
-        from forethought.backends.vllm.backend import VllmEngineBackend, VllmEngineOptions
+        from forethought.backends.vllm.backend import (
+            VllmEngineBackend,
+            VllmEngineOptions,
+        )
 
         scheduler_cls = None
         if settings.vllm_bros_scheduler:
@@ -94,8 +103,8 @@ def build_engine(settings: Settings, model: str) -> EngineBackend:
         from forethought.backends.null import NullEngineBackend
 
         return NullEngineBackend(model, num_blocks=settings.sim_kv_blocks)
-    from forethought.engine.core import EngineConfig
     from forethought.backends.sim import SimEngineBackend
+    from forethought.engine.core import EngineConfig
 
     return SimEngineBackend(
         model=model, config=EngineConfig(num_blocks=settings.sim_kv_blocks),
@@ -201,3 +210,6 @@ class WorkerShell:
 
 def build(settings: Settings) -> WorkerShell:
     return WorkerShell(settings)
+
+
+SERVICE = ServiceSpec("worker", __doc__ or "", Settings, build)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from forethought.config import ServiceSettings, option
-from forethought.rpc.server import PlainService
+from forethought.rpc.server import PlainService, ServiceSpec
 from forethought.v1 import demand_pb2_grpc
 
 
@@ -23,3 +23,6 @@ def build(settings: Settings) -> PlainService:
         "forethought.v1.DemandService", demand_pb2_grpc.add_DemandServiceServicer_to_server,
         demand_pb2_grpc.DemandServiceServicer(),
     )
+
+
+SERVICE = ServiceSpec("demand", __doc__ or "", Settings, build)

@@ -16,7 +16,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from forethought.cluster.registry import WorkerRecord
 from forethought.queueing import QueueFull
 from forethought.rpc.errors import ResourceExhausted, Unavailable
-from forethought.scheduling import DependencyHealth, Dispatcher, Failover, Health, ScheduledRequest, WorkerView
+from forethought.scheduling import (
+    DependencyHealth,
+    Dispatcher,
+    Failover,
+    Health,
+    ScheduledRequest,
+    WorkerView,
+)
 from forethought.telemetry.metrics import (
     DEGRADED,
     FAILOVERS,

@@ -1,0 +1,1 @@
+"""The tokenizer service. ``shell`` wires it; ``python -m forethought.services.tokenizer`` runs it."""
