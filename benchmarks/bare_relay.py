@@ -18,10 +18,14 @@ import itertools
 from collections.abc import AsyncIterator, Sequence
 
 import grpc
-from grpc_health.v1 import health, health_pb2_grpc
-
 from forethought.rpc.channels import wait_until_serving
-from forethought.v1 import scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc
+from forethought.v1 import (
+    scheduler_pb2,
+    scheduler_pb2_grpc,
+    worker_pb2,
+    worker_pb2_grpc,
+)
+from grpc_health.v1 import health, health_pb2_grpc
 
 
 class BareRelay(scheduler_pb2_grpc.SchedulerServiceServicer):

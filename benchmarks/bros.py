@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from benchmarks.report import LineSeries, ResultTable, add_output_argument, line_plot, progress, write_table
 from forethought.domain import ServiceClass
 from forethought.engine.core import EngineConfig
 from forethought.sim.config import ClusterConfig, build_simulator
@@ -29,7 +27,21 @@ from forethought.sim.metrics import ClassMetrics, summarize
 from forethought.workloads.arrivals import poisson_arrivals, with_arrivals
 from forethought.workloads.azure import azure_trace_path, load_azure_trace
 from forethought.workloads.sharegpt import first_turns, load_sharegpt_conversations
-from forethought.workloads.workload import ClosedLoopBatches, RequestClass, TraceRequest, Workload
+from forethought.workloads.workload import (
+    ClosedLoopBatches,
+    RequestClass,
+    TraceRequest,
+    Workload,
+)
+
+from benchmarks.report import (
+    LineSeries,
+    ResultTable,
+    add_output_argument,
+    line_plot,
+    progress,
+    write_table,
+)
 
 TTFT_SLO_S = 0.4
 TPOT_SLO_S = 0.2

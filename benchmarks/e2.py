@@ -34,18 +34,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-
-from benchmarks.report import (
-    LineSeries,
-    ResultTable,
-    add_output_argument,
-    line_plot,
-    progress,
-    write_table,
-)
 from forethought.costmodel import get_profile
-from forethought.engine.core import EngineConfig
 from forethought.domain.block_hashes import chained_block_hashes
+from forethought.engine.core import EngineConfig
 from forethought.sim.config import ClusterConfig, build_simulator
 from forethought.workloads.azure import azure_arrivals
 from forethought.workloads.mooncake import MOONCAKE_BLOCK_TOKENS, load_mooncake_trace
@@ -55,6 +46,15 @@ from forethought.workloads.workload import (
     TokenSegment,
     TraceRequest,
     Workload,
+)
+
+from benchmarks.report import (
+    LineSeries,
+    ResultTable,
+    add_output_argument,
+    line_plot,
+    progress,
+    write_table,
 )
 
 ROUTERS = ("e2", "round_robin", "least_load", "cache_aware", "kv_cost", "weighted")

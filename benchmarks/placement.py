@@ -35,13 +35,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from redis.asyncio import Redis
-
 from forethought.cluster.redis_server import free_port, start_redis
 from forethought.domain import BlockStored
 from forethought.domain.block_hashes import chained_block_hashes
 from forethought.prefix.redis_index import RedisPrefixIndex
 from forethought.routing import RoutingRequest, build_router
+from redis.asyncio import Redis
+
 from benchmarks.report import add_output_argument
 
 BLOCK_SIZE = 16
@@ -338,7 +338,6 @@ async def _client(targets: list[Target], prompts: list[list[int]], concurrency: 
                   start_at: float) -> ClientRun:
     """Sends every prompt once, target by target in turn; warm-up calls first, not counted."""
     import grpc
-
     from forethought.v1 import scheduler_pb2_grpc, worker_pb2_grpc
 
     channels = {target.address: grpc.aio.insecure_channel(target.address) for target in targets}
@@ -410,7 +409,6 @@ def _generate_message(target: Target, request_id: str, tokens: list[int]) -> obj
 async def _wait_for_workers(address: str, workers: int) -> None:
     """Returns once the scheduler lists every worker."""
     import grpc
-
     from forethought.rpc.channels import wait_until_serving
     from forethought.v1 import scheduler_pb2, scheduler_pb2_grpc
 

@@ -13,12 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.report import ResultTable, add_output_argument, write_table
 from forethought.costmodel import CostModelExecutor
 from forethought.engine.core import EngineConfig, EngineCore, StepOutput
 from forethought.sim.config import ClusterConfig, build_simulator
 from forethought.workloads.azure import azure_trace_path, load_azure_trace
 from forethought.workloads.workload import Workload
+
+from benchmarks.report import ResultTable, add_output_argument, write_table
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:

@@ -29,15 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from benchmarks.report import (
-    LineSeries,
-    ResultTable,
-    add_output_argument,
-    line_plot,
-    progress,
-    write_table,
-)
 from forethought.cache import CACHE_ROOT
 from forethought.config import MissingPrerequisite
 from forethought.costmodel import get_profile
@@ -47,6 +38,15 @@ from forethought.queueing import GlobalQueue, QueuedRequest, build_policy
 from forethought.sim.config import ClusterConfig, build_simulator
 from forethought.workloads.azure import azure_arrivals
 from forethought.workloads.workload import TokenSegment, TraceRequest, Workload
+
+from benchmarks.report import (
+    LineSeries,
+    ResultTable,
+    add_output_argument,
+    line_plot,
+    progress,
+    write_table,
+)
 
 BLOCK_SIZE = 16
 MODES = ("no batching", "dynamic batching", "continuous batching")

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-
 from forethought.cluster.redis_server import RedisProcess, free_port, start_redis
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 REPO = Path(__file__).resolve().parent.parent
 

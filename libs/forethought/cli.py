@@ -67,7 +67,7 @@ def generate_request(args: argparse.Namespace) -> scheduler_pb2.GenerateRequest:
 
 async def _generate(args: argparse.Namespace) -> int:
     from forethought.rpc.channels import open_channel
-    from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
+    from forethought.v1 import common_pb2, scheduler_pb2_grpc
 
     async with open_channel(args.scheduler) as channel:
         scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from forethought.workloads.azure import azure_arrivals
+
 from benchmarks.e2 import (
     E2_HISTORY_WINDOW_S,
     ROUTERS,
@@ -13,7 +15,6 @@ from benchmarks.e2 import (
     main,
     router_runs,
 )
-from forethought.workloads.azure import azure_arrivals
 
 
 def table_rows(table: str, title: str) -> list[list[str]]:

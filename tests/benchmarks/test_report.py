@@ -1,8 +1,15 @@
 import pytest
+from forethought.config import MissingPrerequisite
 
 import benchmarks as bench
-from benchmarks.report import LineSeries, ResultTable, format_cell, line_plot, results_dir, write_table
-from forethought.config import MissingPrerequisite
+from benchmarks.report import (
+    LineSeries,
+    ResultTable,
+    format_cell,
+    line_plot,
+    results_dir,
+    write_table,
+)
 
 
 def test_table_renders_markdown_and_is_printed(tmp_path, capsys) -> None:

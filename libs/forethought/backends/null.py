@@ -14,8 +14,19 @@ import sys
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 
-from forethought.domain import BlockRemoved, BlockStored, CacheEvent, ClassLoad, EngineStats, FinishReason, GenerationChunk, GenerationRequest, ServiceClass, Usage
 from forethought.backends.protocol import CacheEventFeed
+from forethought.domain import (
+    BlockRemoved,
+    BlockStored,
+    CacheEvent,
+    ClassLoad,
+    EngineStats,
+    FinishReason,
+    GenerationChunk,
+    GenerationRequest,
+    ServiceClass,
+    Usage,
+)
 from forethought.domain.block_hashes import ROOT_PARENT, chained_block_hashes
 
 NULL_TOKEN = 0

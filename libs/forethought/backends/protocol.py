@@ -11,7 +11,12 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Protocol, runtime_checkable
 
-from forethought.domain import CacheEvent, EngineStats, GenerationChunk, GenerationRequest
+from forethought.domain import (
+    CacheEvent,
+    EngineStats,
+    GenerationChunk,
+    GenerationRequest,
+)
 
 
 class CacheEventFeed:

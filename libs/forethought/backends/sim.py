@@ -12,9 +12,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 
-from forethought.costmodel import CostModelExecutor, get_profile
-from forethought.domain import CacheEvent, EngineStats, FinishReason, GenerationChunk, GenerationRequest, Usage
 from forethought.backends.protocol import CacheEventFeed
+from forethought.costmodel import CostModelExecutor, get_profile
+from forethought.domain import (
+    CacheEvent,
+    EngineStats,
+    FinishReason,
+    GenerationChunk,
+    GenerationRequest,
+    Usage,
+)
 from forethought.engine.core import EngineConfig, EngineCore, StepOutput
 from forethought.engine.tokens import TokenSource
 

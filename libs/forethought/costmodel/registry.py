@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from forethought.costmodel.profiles import CostProfile, HardwareSpec, ModelSpec, derive_profile
+from forethought.costmodel.profiles import (
+    CostProfile,
+    HardwareSpec,
+    ModelSpec,
+    derive_profile,
+)
 
 GIB = 1024**3
 

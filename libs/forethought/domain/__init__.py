@@ -1,22 +1,42 @@
 """The ground floor: the nouns every layer shares. Imports nothing of the project.
 
 Requests and their output (``generation``), prefix-cache events (``cache_events``), load snapshots
-(``engine_stats``) and the chained block hashes that name cached prefixes (``block_hashes``).
+(``engine_stats``), the chained block hashes that name cached prefixes (``block_hashes``), and the
+rules a request keeps, checked once (``validate_generation``; a broken rule is an ``InvalidField``).
 """
 
-from forethought.domain.block_hashes import ROOT_PARENT, block_hash, chained_block_hashes
-from forethought.domain.cache_events import AllBlocksCleared, BlockRemoved, BlockStored, CacheEvent
+from forethought.domain.block_hashes import (
+    ROOT_PARENT,
+    block_hash,
+    chained_block_hashes,
+)
+from forethought.domain.cache_events import (
+    AllBlocksCleared,
+    BlockRemoved,
+    BlockStored,
+    CacheEvent,
+)
 from forethought.domain.engine_stats import ClassLoad, EngineStats
 from forethought.domain.generation import (
+    MAX_PROMPT_TOKENS,
+    MAX_TOKENS_LIMIT,
     FinishReason,
     GenerationChunk,
     GenerationRequest,
+    InvalidField,
     SamplingParams,
     ServiceClass,
     Usage,
+    require,
+    validate_generation,
+    validate_prompt,
+    validate_sampling,
+    validate_terms,
 )
 
 __all__ = [
+    "MAX_PROMPT_TOKENS",
+    "MAX_TOKENS_LIMIT",
     "ROOT_PARENT",
     "AllBlocksCleared",
     "BlockRemoved",
@@ -27,9 +47,15 @@ __all__ = [
     "FinishReason",
     "GenerationChunk",
     "GenerationRequest",
+    "InvalidField",
     "SamplingParams",
     "ServiceClass",
     "Usage",
     "block_hash",
     "chained_block_hashes",
+    "require",
+    "validate_generation",
+    "validate_prompt",
+    "validate_sampling",
+    "validate_terms",
 ]

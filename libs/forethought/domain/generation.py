@@ -1,12 +1,19 @@
 """One generation as every layer names it: its class, sampling, the request an engine runs, and its output.
 
 The service classes are BROS's (section 3): real-time requests with TTFT/TPOT SLOs, and best-effort work.
+The rules a request must keep live here once (``validate_generation`` and its parts); every service shell
+and the engine apply them, and a broken rule is an ``InvalidField`` naming the field, which the gRPC shells
+return as INVALID_ARGUMENT.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+MAX_PROMPT_TOKENS = 1 << 20
+MAX_TOKENS_LIMIT = 1 << 16
 
 
 class ServiceClass(enum.IntEnum):
@@ -75,3 +82,44 @@ class GenerationChunk:
     finish_reason: FinishReason | None = None
     usage: Usage | None = None
 
+
+class InvalidField(ValueError):
+    """A request field breaks a rule; the message is ``<field>: <rule>``."""
+
+    def __init__(self, field: str, rule: str) -> None:
+        super().__init__(f"{field}: {rule}")
+        self.field = field
+        self.rule = rule
+
+
+def require(condition: bool, field: str, rule: str) -> None:
+    """Raises InvalidField(field, rule) unless ``condition`` holds."""
+    if not condition:
+        raise InvalidField(field, rule)
+
+
+def validate_prompt(token_ids: Sequence[int], field: str = "prompt_token_ids") -> None:
+    """A prompt holds 1..MAX_PROMPT_TOKENS token ids, none negative."""
+    require(0 < len(token_ids) <= MAX_PROMPT_TOKENS, field, f"must hold 1..{MAX_PROMPT_TOKENS} ids")
+    require(min(token_ids) >= 0, field, "must be >= 0")
+
+
+def validate_sampling(params: SamplingParams, field: str = "sampling") -> None:
+    require(params.temperature >= 0, f"{field}.temperature", "must be >= 0")
+    require(0 < params.top_p <= 1, f"{field}.top_p", "must be in (0, 1]")
+    require(params.top_k >= 0, f"{field}.top_k", "must be >= 0")
+
+
+def validate_terms(max_tokens: int, sampling: SamplingParams, ttft_slo_s: float, tpot_slo_s: float) -> None:
+    """What a request asks of its output: a length in 1..MAX_TOKENS_LIMIT, sampling in range, SLOs >= 0."""
+    require(1 <= max_tokens <= MAX_TOKENS_LIMIT, "max_tokens", f"must be in 1..{MAX_TOKENS_LIMIT}")
+    validate_sampling(sampling)
+    require(ttft_slo_s >= 0 and tpot_slo_s >= 0, "slo", "objectives must be >= 0")
+
+
+def validate_generation(request: GenerationRequest) -> GenerationRequest:
+    """The request, when it keeps every rule; raises InvalidField naming the first field that breaks one."""
+    require(bool(request.request_id), "request_id", "must be non-empty")
+    validate_prompt(request.prompt_token_ids)
+    validate_terms(request.max_tokens, request.sampling, request.ttft_slo_s, request.tpot_slo_s)
+    return request

@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from forethought.engine.executor import BatchShape
-from forethought.engine.request import EngineRequest, RequestStatus
+from forethought.engine.request import EngineRequest, EngineRequestStatus
 
-
-# NOTE: looking up an enum member (``RequestStatus.WAITING``) costs a descriptor call on Python 3.11,
+# NOTE: looking up an enum member (``EngineRequestStatus.WAITING``) costs a descriptor call on Python 3.11,
 # about ten times a global read; the per-request loops read these aliases instead.
-_WAITING = RequestStatus.WAITING
+_WAITING = EngineRequestStatus.WAITING
 
 
 @dataclass(frozen=True)
@@ -39,7 +38,7 @@ class SchedulingContext:
     cached_tokens: Callable[[EngineRequest], int]
 
 
-class ScheduledRequest(NamedTuple):
+class BatchItem(NamedTuple):
     """A request in a batch and the tokens it computes (a tuple: one is made per request per iteration)."""
 
     request: EngineRequest
@@ -50,13 +49,13 @@ class ScheduledRequest(NamedTuple):
 class Selection:
     """A policy's answer: the batch in commit order, and the batch limit it used."""
 
-    scheduled: tuple[ScheduledRequest, ...]
+    scheduled: tuple[BatchItem, ...]
     batch_limit: int
 
 
 def tokens_to_compute(ctx: SchedulingContext, request: EngineRequest) -> int:
     """Tokens the request still needs computed, after the prefix-cache hit a waiting request will get."""
-    if request.status == RequestStatus.WAITING and request.num_computed_tokens == 0:
+    if request.status == EngineRequestStatus.WAITING and request.num_computed_tokens == 0:
         return request.num_tokens_to_compute - ctx.cached_tokens(request)
     return request.num_tokens_to_compute
 
@@ -98,7 +97,7 @@ class BatchBuilder:
     def __init__(self, ctx: SchedulingContext, batch_limit: int) -> None:
         self.ctx = ctx
         self.batch_limit = batch_limit
-        self._items: list[ScheduledRequest] = []
+        self._items: list[BatchItem] = []
         self._members: set[int] = set()
         self._reserved_slots = 0
         self._tokens = 0
@@ -112,7 +111,7 @@ class BatchBuilder:
         return id(request) in self._members
 
     @property
-    def items(self) -> tuple[ScheduledRequest, ...]:
+    def items(self) -> tuple[BatchItem, ...]:
         return tuple(self._items)
 
     @property
@@ -150,7 +149,7 @@ class BatchBuilder:
             wanted = min(wanted, free - self._reserved_slots - checkpointed)
         if wanted <= 0:
             return False
-        items.append(ScheduledRequest(request, wanted))
+        items.append(BatchItem(request, wanted))
         self._members.add(id(request))
         self._reserved_slots += wanted + checkpointed
         self._tokens += wanted
@@ -184,7 +183,7 @@ class BatchBuilder:
         return self.ctx.estimate_time(self._tally.shape(swap_in_slots=self._swap_in_slots))
 
     def _held_tokens(self, request: EngineRequest) -> int:
-        if request.status == RequestStatus.WAITING and request.num_computed_tokens == 0:
+        if request.status == EngineRequestStatus.WAITING and request.num_computed_tokens == 0:
             return self.ctx.cached_tokens(request)
         return request.num_computed_tokens
 

@@ -47,7 +47,6 @@ from forethought.engine.kv_blocks import (
 )
 from forethought.engine.prefix_cache import PrefixCache
 
-
 # NOTE: looking up an enum member (``SealOutcome.STORED``) costs a descriptor call on Python 3.11,
 # about ten times a global read; the per-request loops read these aliases instead.
 _REFUSED, _SHARED, _STORED = SealOutcome.REFUSED, SealOutcome.SHARED, SealOutcome.STORED

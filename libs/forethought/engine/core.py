@@ -13,18 +13,25 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from forethought.domain import BlockRemoved, BlockStored, CacheEvent, ClassLoad, EngineStats, GenerationRequest, Usage
+from forethought.domain import (
+    BlockRemoved,
+    BlockStored,
+    CacheEvent,
+    ClassLoad,
+    EngineStats,
+    GenerationRequest,
+    Usage,
+)
+from forethought.domain.block_hashes import ROOT_PARENT
 from forethought.engine.block_manager import BidirectionalBlockManager
 from forethought.engine.executor import Executor, IterationEstimator
 from forethought.engine.kv_blocks import SealOutcome
 from forethought.engine.metrics import IterationMetrics, LoadWindow, RequestOutcome
 from forethought.engine.policies import POLICIES, make_policy
 from forethought.engine.prefix_cache import PrefixCache
-from forethought.engine.request import EngineRequest, RequestStatus
+from forethought.engine.request import EngineRequest, EngineRequestStatus
 from forethought.engine.scheduler import Scheduler, SchedulerOutput, running_by_class
 from forethought.engine.tokens import SeededTokenSource, TokenSource
-from forethought.domain.block_hashes import ROOT_PARENT
-
 
 # NOTE: looking up an enum member (``SealOutcome.STORED``) costs a descriptor call on Python 3.11,
 # about ten times a global read; the per-request loops read these aliases instead.
@@ -153,7 +160,7 @@ class EngineCore:
         request = self._requests.get(request_id)
         if request is None:
             return False
-        request.status = RequestStatus.FINISHED_ABORTED
+        request.status = EngineRequestStatus.FINISHED_ABORTED
         self._forget(request)
         self._clock = max(self._clock, now)
         return True
@@ -252,14 +259,14 @@ class EngineCore:
             block_size=size,
         ))
 
-    def _finish_status(self, request: EngineRequest, token: int) -> RequestStatus | None:
+    def _finish_status(self, request: EngineRequest, token: int) -> EngineRequestStatus | None:
         sampling = request.sampling
         if token in sampling.stop_token_ids:
-            return RequestStatus.FINISHED_STOPPED
+            return EngineRequestStatus.FINISHED_STOPPED
         if token == self.config.eos_token_id and not sampling.ignore_eos:
-            return RequestStatus.FINISHED_STOPPED
+            return EngineRequestStatus.FINISHED_STOPPED
         if request.num_output_tokens >= request.max_tokens:
-            return RequestStatus.FINISHED_LENGTH
+            return EngineRequestStatus.FINISHED_LENGTH
         return None
 
     def _outcome(self, request: EngineRequest, end: float) -> RequestOutcome:

@@ -14,15 +14,19 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from forethought.engine.batch import BatchBuilder, SchedulingContext, Selection, tokens_to_compute
+from forethought.engine.batch import (
+    BatchBuilder,
+    SchedulingContext,
+    Selection,
+    tokens_to_compute,
+)
 from forethought.engine.batch_size import AdaptiveBatchSize
 from forethought.engine.priority_groups import proportional_order
-from forethought.engine.request import EngineRequest, RequestStatus
+from forethought.engine.request import EngineRequest, EngineRequestStatus
 
-
-# NOTE: looking up an enum member (``RequestStatus.WAITING``) costs a descriptor call on Python 3.11,
+# NOTE: looking up an enum member (``EngineRequestStatus.WAITING``) costs a descriptor call on Python 3.11,
 # about ten times a global read; the per-request loops read these aliases instead.
-_WAITING, _RUNNING = RequestStatus.WAITING, RequestStatus.RUNNING
+_WAITING, _RUNNING = EngineRequestStatus.WAITING, EngineRequestStatus.RUNNING
 
 Rank = tuple[float, ...]
 """A request's place in a policy's total order; smaller ranks first."""

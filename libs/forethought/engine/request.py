@@ -11,11 +11,17 @@ import enum
 import math
 from dataclasses import dataclass, field
 
-from forethought.domain import FinishReason, GenerationRequest, SamplingParams, ServiceClass
+from forethought.domain import (
+    FinishReason,
+    GenerationRequest,
+    SamplingParams,
+    ServiceClass,
+    validate_generation,
+)
 from forethought.domain.block_hashes import chained_block_hashes
 
 
-class RequestStatus(enum.IntEnum):
+class EngineRequestStatus(enum.IntEnum):
     """Ordered lifecycle: WAITING (BROS waiting queue) -> RUNNING (pending queue) -> a finished state."""
 
     WAITING = 0
@@ -26,7 +32,7 @@ class RequestStatus(enum.IntEnum):
 
     @property
     def is_finished(self) -> bool:
-        return self > RequestStatus.RUNNING
+        return self > EngineRequestStatus.RUNNING
 
     @property
     def finish_reason(self) -> FinishReason | None:
@@ -34,9 +40,9 @@ class RequestStatus(enum.IntEnum):
 
 
 _FINISH_REASONS = {
-    RequestStatus.FINISHED_STOPPED: FinishReason.STOP,
-    RequestStatus.FINISHED_LENGTH: FinishReason.LENGTH,
-    RequestStatus.FINISHED_ABORTED: FinishReason.ABORT,
+    EngineRequestStatus.FINISHED_STOPPED: FinishReason.STOP,
+    EngineRequestStatus.FINISHED_LENGTH: FinishReason.LENGTH,
+    EngineRequestStatus.FINISHED_ABORTED: FinishReason.ABORT,
 }
 
 
@@ -60,7 +66,7 @@ class EngineRequest:
     arrival_s: float
     sequence: int
     block_size: int
-    status: RequestStatus = RequestStatus.WAITING
+    status: EngineRequestStatus = EngineRequestStatus.WAITING
     num_computed_tokens: int = 0
     num_cached_prompt_tokens: int = 0
     num_hashed_blocks: int = 0
@@ -82,13 +88,8 @@ class EngineRequest:
     def from_generation(
         cls, request: GenerationRequest, now: float, sequence: int, block_size: int
     ) -> EngineRequest:
-        """Validates a ``GenerationRequest`` and wraps it; ``sequence`` orders equal arrival times."""
-        if not request.prompt_token_ids:
-            raise ValueError("prompt_token_ids must not be empty")
-        if request.max_tokens < 1:
-            raise ValueError("max_tokens must be at least 1")
-        if request.ttft_slo_s < 0 or request.tpot_slo_s < 0:
-            raise ValueError("ttft_slo_s and tpot_slo_s must be >= 0")
+        """Validates a ``GenerationRequest`` (``InvalidField``) and wraps it; ``sequence`` orders equal arrival times."""
+        validate_generation(request)
         return cls(
             request_id=request.request_id,
             prompt_token_ids=tuple(request.prompt_token_ids),
@@ -159,6 +160,6 @@ class EngineRequest:
 
     def reset_for_recompute(self) -> None:
         """After a drop the KV is gone: every known token is computed again (prefix hits aside)."""
-        self.status = RequestStatus.WAITING
+        self.status = EngineRequestStatus.WAITING
         self.num_computed_tokens = 0
         self.num_hashed_blocks = 0

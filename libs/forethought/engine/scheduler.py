@@ -23,25 +23,24 @@ import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from forethought.engine.batch import ScheduledRequest, SchedulingContext, Selection, ShapeTally
+from forethought.engine.batch import BatchItem, SchedulingContext, Selection, ShapeTally
 from forethought.engine.block_manager import BidirectionalBlockManager
 from forethought.engine.executor import BatchShape
 from forethought.engine.kv_blocks import AllocationResult
 from forethought.engine.policies import SchedulingPolicy
 from forethought.engine.prefix_cache import PrefixCache
-from forethought.engine.request import EngineRequest, RequestStatus
+from forethought.engine.request import EngineRequest, EngineRequestStatus
 
-
-# NOTE: looking up an enum member (``RequestStatus.WAITING``) costs a descriptor call on Python 3.11,
+# NOTE: looking up an enum member (``EngineRequestStatus.WAITING``) costs a descriptor call on Python 3.11,
 # about ten times a global read; the per-request loops read these aliases instead.
-_WAITING = RequestStatus.WAITING
+_WAITING = EngineRequestStatus.WAITING
 
 
 @dataclass(frozen=True)
 class SchedulerOutput:
     """The committed batch: what the executor runs and what the memory side did to get there."""
 
-    scheduled: tuple[ScheduledRequest, ...]
+    scheduled: tuple[BatchItem, ...]
     shape: BatchShape
     batch_limit: int
     dropped: tuple[str, ...]
@@ -54,7 +53,7 @@ class SchedulerOutput:
 
 @dataclass
 class _CommitLog:
-    scheduled: list[ScheduledRequest] = field(default_factory=list)
+    scheduled: list[BatchItem] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     admitted: list[str] = field(default_factory=list)
     checkpointed: int = 0
@@ -171,7 +170,7 @@ class Scheduler:
                 unpinned.update(self._unpin(selection.scheduled[index + 1:]))
                 result = self._allocate_dropping(request, num_tokens, log)
             if result is None:
-                if request.status == RequestStatus.WAITING:
+                if request.status == EngineRequestStatus.WAITING:
                     self.manager.release(request.request_id)  # gives back its prefix-hit blocks
                     request.reset_for_recompute()
                 continue
@@ -181,19 +180,19 @@ class Scheduler:
                 log.evicted.extend(result.evicted)
             if request.status == _WAITING:
                 self._start_running(request, now, log)
-            log.scheduled.append(item if num_tokens == item.num_tokens else ScheduledRequest(request, num_tokens))
+            log.scheduled.append(item if num_tokens == item.num_tokens else BatchItem(request, num_tokens))
             log.tally.add(request, num_tokens, request.num_computed_tokens)
 
     def _is_first_ranked(self, request: EngineRequest) -> bool:
         rank = self.policy.rank
         return rank(request) == min(rank(r) for r in (*self.running, *self.waiting))
 
-    def _unpin(self, items: Sequence[ScheduledRequest]) -> list[str]:
+    def _unpin(self, items: Sequence[BatchItem]) -> list[str]:
         """Gives back the prefix-hit blocks of the waiting requests among ``items``; returns their ids."""
         unpinned = []
         for item in items:
             request = item.request
-            if request.status == RequestStatus.WAITING and request.num_computed_tokens:
+            if request.status == EngineRequestStatus.WAITING and request.num_computed_tokens:
                 self.manager.release(request.request_id)
                 request.reset_for_recompute()
                 unpinned.append(request.request_id)
@@ -206,14 +205,14 @@ class Scheduler:
             return
         first = min(queued, key=self.policy.rank)
         self._commit_alone(first, batch_limit, now, log)
-        if not log.scheduled and first.status == RequestStatus.RUNNING:
+        if not log.scheduled and first.status == EngineRequestStatus.RUNNING:
             # Stuck even alone: its slots are scattered over part-used shared blocks; it restarts densely.
             self._drop(first)
             self._commit_alone(first, batch_limit, now, log)
             log.dropped.append(first.request_id)
 
     def _commit_alone(self, request: EngineRequest, batch_limit: int, now: float, log: _CommitLog) -> None:
-        selection = Selection((ScheduledRequest(request, self.token_budget),), batch_limit)
+        selection = Selection((BatchItem(request, self.token_budget),), batch_limit)
         log.hit_tokens += self._admit_prefix_hits(selection)
         self._commit(selection, now, log)
 
@@ -244,7 +243,7 @@ class Scheduler:
 
     def _start_running(self, request: EngineRequest, now: float, log: _CommitLog) -> None:
         self.waiting.remove(request)
-        request.status = RequestStatus.RUNNING
+        request.status = EngineRequestStatus.RUNNING
         self.running.append(request)
         log.admitted.append(request.request_id)
         if request.first_scheduled_s is None:

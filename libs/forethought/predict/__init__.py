@@ -7,7 +7,6 @@ from forethought.predict.history import NO_HISTORY, ConversationHistory
 from forethought.predict.length_cache import LengthCache
 from forethought.predict.length_forecast import (
     MAX_PROMPT_CHARS,
-    InvalidPrompt,
     LengthForecast,
     validate_prompt,
 )
@@ -25,7 +24,6 @@ __all__ = [
     "ConversationHistory",
     "Forecaster",
     "Formulation",
-    "InvalidPrompt",
     "LengthBuckets",
     "LengthCache",
     "LengthForecast",

@@ -9,7 +9,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
-from forethought.predict.history import NO_HISTORY, ConversationHistory, validate_history, validated_histories
+from forethought.predict.history import (
+    NO_HISTORY,
+    ConversationHistory,
+    validate_history,
+    validated_histories,
+)
 from forethought.predict.length_forecast import (
     MAX_PROMPT_CHARS,
     LengthForecast,
@@ -45,7 +50,7 @@ class BatchingPredictor:
         """Forecast one prompt, batched with concurrent calls.
 
         Raises:
-            InvalidPrompt: a bad prompt or history, at once, before joining a batch.
+            InvalidField: a bad prompt or history, at once, before joining a batch.
         """
         validate_prompt(prompt, field_name, self._max_prompt_chars)
         return await self._join(prompt, validate_history(history))
@@ -56,7 +61,7 @@ class BatchingPredictor:
         """Forecast several prompts, each batched like ``predict``; ``histories``: none, or one per prompt.
 
         Raises:
-            InvalidPrompt: any bad prompt or history, before any of them joins a batch.
+            InvalidField: any bad prompt or history, before any of them joins a batch.
         """
         for index, prompt in enumerate(prompts):
             validate_prompt(prompt, f"prompts[{index}]", self._max_prompt_chars)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from forethought.predict.length_forecast import InvalidPrompt
+from forethought.domain import InvalidField
 
 HISTORY_FEATURES = 7
 # log1p of an answer's characters is 0..~11; dividing brings it near unit scale
@@ -42,11 +42,11 @@ NO_HISTORY = ConversationHistory()
 
 
 def validate_history(history: object, field_name: str = "history") -> ConversationHistory:
-    """Return ``history`` if its lengths are non-negative integers, else raise ``InvalidPrompt``."""
+    """Return ``history`` if its lengths are non-negative integers, else raise ``InvalidField``."""
     if not isinstance(history, ConversationHistory):
-        raise InvalidPrompt(field_name, "must be a ConversationHistory")
+        raise InvalidField(field_name, "must be a ConversationHistory")
     if any(isinstance(chars, bool) or not isinstance(chars, int) or chars < 0 for chars in history.earlier_answer_chars):
-        raise InvalidPrompt(f"{field_name}.earlier_answer_chars", "must be non-negative integers")
+        raise InvalidField(f"{field_name}.earlier_answer_chars", "must be non-negative integers")
     return history
 
 
@@ -55,7 +55,7 @@ def validated_histories(histories: Sequence[ConversationHistory] | None, count: 
     if histories is None:
         return [NO_HISTORY] * count
     if len(histories) != count:
-        raise InvalidPrompt("histories", f"must be empty or hold one history per prompt ({count}), got {len(histories)}")
+        raise InvalidField("histories", f"must be empty or hold one history per prompt ({count}), got {len(histories)}")
     return [validate_history(history, f"histories[{index}]") for index, history in enumerate(histories)]
 
 

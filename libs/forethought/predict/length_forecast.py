@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from forethought.domain import InvalidField
+
 MAX_PROMPT_CHARS = 200_000
 
 
@@ -34,33 +36,24 @@ class LengthForecast:
     bucket_edges: tuple[float, ...] = field(default=(), compare=False)
 
 
-class InvalidPrompt(ValueError):
-    """A prompt (or its history) breaks an input rule; the service answers INVALID_ARGUMENT with ``field`` and ``rule``."""
-
-    def __init__(self, field_name: str, rule: str) -> None:
-        super().__init__(f"{field_name}: {rule}")
-        self.field = field_name
-        self.rule = rule
-
-
 def validate_prompt(prompt: object, field_name: str = "prompt", max_chars: int = MAX_PROMPT_CHARS) -> str:
-    """Return ``prompt`` if it is a non-blank string of at most ``max_chars``, else raise ``InvalidPrompt``."""
+    """Return ``prompt`` if it is a non-blank string of at most ``max_chars``, else raise ``InvalidField``."""
     if not isinstance(prompt, str):
-        raise InvalidPrompt(field_name, "must be a string")
+        raise InvalidField(field_name, "must be a string")
     if not prompt.strip():
-        raise InvalidPrompt(field_name, "must not be empty")
+        raise InvalidField(field_name, "must not be empty")
     if len(prompt) > max_chars:
-        raise InvalidPrompt(field_name, f"must be at most {max_chars} characters (got {len(prompt)})")
+        raise InvalidField(field_name, f"must be at most {max_chars} characters (got {len(prompt)})")
     return prompt
 
 
 def validate_prompts(prompts: Sequence[object], max_chars: int = MAX_PROMPT_CHARS, field_name: str = "prompts") -> None:
-    """Raise ``InvalidPrompt`` naming the first bad prompt (``prompts[i]``)."""
+    """Raise ``InvalidField`` naming the first bad prompt (``prompts[i]``)."""
     for index, prompt in enumerate(prompts):
         validate_prompt(prompt, f"{field_name}[{index}]", max_chars)
 
 
 def validate_length(actual_tokens: object, field_name: str = "actual_tokens") -> int:
     if isinstance(actual_tokens, bool) or not isinstance(actual_tokens, int) or actual_tokens < 0:
-        raise InvalidPrompt(field_name, "must be a non-negative integer")
+        raise InvalidField(field_name, "must be a non-negative integer")
     return actual_tokens

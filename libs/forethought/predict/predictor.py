@@ -111,8 +111,8 @@ class Predictor:
         prompt (its conversation's earlier answers).
 
         Raises:
-            InvalidPrompt: a prompt is not a non-empty string of at most ``max_prompt_chars``.
-            InvalidPrompt: ``histories`` does not pair with ``prompts``, or holds a negative length.
+            InvalidField: a prompt is not a non-empty string of at most ``max_prompt_chars``.
+            InvalidField: ``histories`` does not pair with ``prompts``, or holds a negative length.
         """
         validate_prompts(prompts, self.max_prompt_chars)
         histories = validated_histories(histories, len(prompts))

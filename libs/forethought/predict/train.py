@@ -23,7 +23,12 @@ import numpy as np
 import torch
 
 from forethought.cache import CACHE_ROOT, PREDICTOR_DIR
-from forethought.predict.artifact import BackboneSource, Forecaster, ForecasterConfig, artifact_problem
+from forethought.predict.artifact import (
+    BackboneSource,
+    Forecaster,
+    ForecasterConfig,
+    artifact_problem,
+)
 from forethought.predict.buckets import LengthBuckets, ResidualSpread
 from forethought.predict.embedding_cache import EmbeddingCache
 from forethought.predict.fitting import finetune_whole, fit_head, torch_threads

@@ -22,10 +22,15 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from forethought.domain import GenerationRequest, SamplingParams, ServiceClass
 from forethought.backends.protocol import EngineBackend
+from forethought.domain import GenerationRequest, SamplingParams, ServiceClass
 from forethought.domain.block_hashes import chained_block_hashes
-from forethought.prewarm.ledger import ExpiredEntry, PrewarmKind, PrewarmLedger, PrewarmMetrics
+from forethought.prewarm.ledger import (
+    ExpiredEntry,
+    PrewarmKind,
+    PrewarmLedger,
+    PrewarmMetrics,
+)
 from forethought.prewarm.lifecycle import ModelLifecycle
 from forethought.prewarm.tools import ToolLauncher
 

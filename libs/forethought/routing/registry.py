@@ -9,7 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from forethought.routing.baselines import CacheAwareRouter, KvCostRouter, LeastLoadRouter, RoundRobinRouter
+from forethought.routing.baselines import (
+    CacheAwareRouter,
+    KvCostRouter,
+    LeastLoadRouter,
+    RoundRobinRouter,
+)
 from forethought.routing.e2 import E2Router
 from forethought.routing.router import Router
 from forethought.routing.scoring import build_weighted_router

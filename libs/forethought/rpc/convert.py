@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from forethought.domain import ClassLoad, EngineStats, FinishReason, SamplingParams, ServiceClass, Usage
-from forethought.rpc.errors import require
-from forethought.v1 import common_pb2
+from forethought.domain import (
+    ClassLoad,
+    EngineStats,
+    FinishReason,
+    GenerationRequest,
+    SamplingParams,
+    ServiceClass,
+    Usage,
+)
+from forethought.v1 import common_pb2, worker_pb2
 
 _FINISH_TO_PROTO = {
     FinishReason.LENGTH: common_pb2.FINISH_REASON_LENGTH,
@@ -23,21 +30,41 @@ def service_class_to_proto(value: ServiceClass) -> int:
     return common_pb2.SERVICE_CLASS_REAL_TIME if value == ServiceClass.RT else common_pb2.SERVICE_CLASS_BEST_EFFORT
 
 
-def sampling_from_proto(message: common_pb2.SamplingParams, field: str = "sampling") -> SamplingParams:
-    """Validated sampling parameters; unset temperature and top_p mean 1.0."""
-    temperature = message.temperature if message.HasField("temperature") else 1.0
-    top_p = message.top_p if message.HasField("top_p") else 1.0
-    require(temperature >= 0, f"{field}.temperature", "must be >= 0")
-    require(0 < top_p <= 1, f"{field}.top_p", "must be in (0, 1]")
-    require(message.top_k >= 0, f"{field}.top_k", "must be >= 0")
+def sampling_from_proto(message: common_pb2.SamplingParams) -> SamplingParams:
+    """Sampling parameters as sent (``validate_sampling`` checks them); unset temperature and top_p mean 1.0."""
     return SamplingParams(
-        temperature=temperature,
-        top_p=top_p,
+        temperature=message.temperature if message.HasField("temperature") else 1.0,
+        top_p=message.top_p if message.HasField("top_p") else 1.0,
         top_k=message.top_k,
         seed=message.seed if message.HasField("seed") else None,
         stop=tuple(message.stop),
         stop_token_ids=tuple(message.stop_token_ids),
         ignore_eos=message.ignore_eos,
+    )
+
+
+def generation_from_proto(message: worker_pb2.WorkerServiceGenerateRequest) -> GenerationRequest:
+    """The engine request a worker call carries, as sent (``validate_generation`` checks it)."""
+    return GenerationRequest(
+        request_id=message.request_id,
+        prompt_token_ids=tuple(message.prompt_token_ids),
+        max_tokens=message.max_tokens,
+        service_class=service_class_from_proto(message.service_class),
+        priority=message.priority,
+        ttft_slo_s=message.slo.ttft_s,
+        tpot_slo_s=message.slo.tpot_s,
+        sampling=sampling_from_proto(message.sampling),
+        lora_name=message.lora_adapter,
+    )
+
+
+def generation_to_proto(request: GenerationRequest) -> worker_pb2.WorkerServiceGenerateRequest:
+    """The worker call for an engine request; the worker serves it on its primary model."""
+    return worker_pb2.WorkerServiceGenerateRequest(
+        request_id=request.request_id, prompt_token_ids=request.prompt_token_ids, max_tokens=request.max_tokens,
+        sampling=sampling_to_proto(request.sampling), service_class=service_class_to_proto(request.service_class),
+        slo=common_pb2.ServiceLevelObjective(ttft_s=request.ttft_slo_s, tpot_s=request.tpot_slo_s),
+        priority=request.priority, lora_adapter=request.lora_name,
     )
 
 

@@ -1,7 +1,8 @@
 """Domain errors that services raise and the status codes they become.
 
-Library code raises these (or ValueError); one interceptor turns them into gRPC statuses, so servicers
-never build statuses by hand and a message always names the field and the rule it broke.
+Shells raise these, and a broken request rule anywhere is ``forethought.domain.InvalidField``; one
+interceptor turns both into gRPC statuses, so servicers never build statuses by hand and a message always
+names the field and the rule it broke.
 
 Errors with something a program should act on also carry it as a standard ``google.rpc`` detail in the
 status (``grpc-status-details-bin``), which gRPC clients of every language decode: ``BadRequest`` with
@@ -14,6 +15,8 @@ import grpc
 from google.protobuf import duration_pb2
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
+
+from forethought.domain import InvalidField
 
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 """The trailing metadata that carries the serialized ``google.rpc.Status`` (a convention of every gRPC language)."""
@@ -42,7 +45,7 @@ class ServiceError(Exception):
 
 
 class InvalidArgument(ServiceError):
-    """A request field breaks a rule: the message is ``<field>: <rule>``."""
+    """A request field breaks a rule (``forethought.domain.InvalidField`` on the wire): ``<field>: <rule>``."""
 
     code = grpc.StatusCode.INVALID_ARGUMENT
 
@@ -93,10 +96,11 @@ class Unavailable(ServiceError):
     code = grpc.StatusCode.UNAVAILABLE
 
 
-def require(condition: bool, field: str, rule: str) -> None:
-    """Raises InvalidArgument(field, rule) unless ``condition`` holds."""
-    if not condition:
-        raise InvalidArgument(field, rule)
+def service_error_of(error: Exception) -> Exception:
+    """The status a handler's exception maps to: a broken request rule (``InvalidField``) is INVALID_ARGUMENT."""
+    if isinstance(error, InvalidField):
+        return InvalidArgument(error.field, error.rule)
+    return error
 
 
 def rich_status_of(error: grpc.aio.AioRpcError | grpc.Call) -> status_pb2.Status | None:

@@ -1,6 +1,6 @@
 """The server interceptor every service runs: the call's server span, status mapping, error ids, metrics.
 
-Domain errors (``forethought.rpc.errors``) become their status with a message naming the field and
+Service errors (``forethought.rpc.errors``) and broken request rules (``forethought.domain.InvalidField``) become their status with a message naming the field and
 rule; anything unexpected becomes INTERNAL with an error id that is also logged with its traceback,
 so the process never dies of a bad request and an operator can find the cause from the client's error.
 
@@ -24,7 +24,12 @@ from typing import Any
 import grpc
 from opentelemetry import propagate, trace
 
-from forethought.rpc.errors import STATUS_DETAILS_KEY, ResourceExhausted, ServiceError
+from forethought.rpc.errors import (
+    STATUS_DETAILS_KEY,
+    ResourceExhausted,
+    ServiceError,
+    service_error_of,
+)
 from forethought.telemetry.metrics import RPC_LATENCY, RPC_REQUESTS
 
 log = logging.getLogger(__name__)
@@ -124,7 +129,8 @@ async def _guarded(context: grpc.aio.ServicerContext, call: _Call) -> AsyncItera
         except asyncio.CancelledError:
             code = grpc.StatusCode.CANCELLED
             raise
-        except Exception as error:  # noqa: BLE001 - every failure must become a status
+        except Exception as raised:  # noqa: BLE001 - every failure must become a status
+            error = service_error_of(raised)
             code = _code_of(error, context)
             span.set_status(trace.Status(trace.StatusCode.ERROR, f"{code.name}: {error}"))
             await _abort(error, context, call.labels)

@@ -147,7 +147,12 @@ def main(spec: ServiceSpec, argv: list[str] | None = None) -> int:
     """Entry point of ``forethought serve <name>`` and ``python -m forethought.services.<name>``."""
     import argparse
 
-    from forethought.config import ConfigError, MissingPrerequisite, add_arguments, settings_from
+    from forethought.config import (
+        ConfigError,
+        MissingPrerequisite,
+        add_arguments,
+        settings_from,
+    )
 
     name = spec.name
     parser = argparse.ArgumentParser(prog=f"forethought serve {name}", description=spec.description)

@@ -2,7 +2,7 @@
 
 from forethought.scheduling.degradation import DependencyHealth, Health
 from forethought.scheduling.dispatcher import WORKER_LOSS_CODES, Dispatcher, Failover
-from forethought.scheduling.request import RequestStatus, ScheduledRequest
+from forethought.scheduling.request import PlacementStatus, ScheduledRequest
 from forethought.scheduling.slots import WorkerSlots, WorkerView
 
 __all__ = [
@@ -11,7 +11,7 @@ __all__ = [
     "Dispatcher",
     "Failover",
     "Health",
-    "RequestStatus",
+    "PlacementStatus",
     "ScheduledRequest",
     "WorkerSlots",
     "WorkerView",

@@ -20,8 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from forethought.queueing.global_queue import GlobalQueue
+from forethought.queueing.policy import engine_priority
 from forethought.routing.router import Router, RoutingRequest
-from forethought.scheduling.request import RequestStatus, ScheduledRequest
+from forethought.scheduling.request import PlacementStatus, ScheduledRequest
 from forethought.scheduling.slots import WorkerSlots, WorkerView
 
 WORKER_LOSS_CODES = frozenset({"UNAVAILABLE", "CANCELLED", "UNKNOWN"})
@@ -91,13 +92,13 @@ class Dispatcher:
         self._quarantined[lost] = now + self.quarantine_s
         self.slots.remove(lost)
         self.router.remove_worker(lost, now)
-        if request.status is RequestStatus.STREAMING:
+        if request.status is PlacementStatus.STREAMING:
             return self._fail(request, now, f"worker {lost} was lost after the first token was sent")
         if request.attempts >= self.max_attempts:
             return self._fail(request, now, f"worker {lost} was lost and {request.attempts} attempts are used up")
         if not self.slots.views:
             return self._fail(request, now, f"worker {lost} was lost and no other worker serves {request.model!r}")
-        request.status = RequestStatus.QUEUED
+        request.status = PlacementStatus.QUEUED
         request.worker_id = ""
         self._retries.append(request_id)
         return Failover(retry=True, reason=f"worker {lost} was lost before the first token")
@@ -114,7 +115,7 @@ class Dispatcher:
         if request.request_id in self.requests:
             raise ValueError(f"request_id {request.request_id!r} is already live")
         self.queue.push(request.queued, now)
-        request.status = RequestStatus.QUEUED
+        request.status = PlacementStatus.QUEUED
         self.requests[request.request_id] = request
 
     def take(self, now: float) -> list[ScheduledRequest]:
@@ -128,7 +129,7 @@ class Dispatcher:
                 queued = self.queue.pop(now)
                 assert queued is not None  # NOTE: the queue is not empty
                 request = self.requests[queued.request_id]
-            request.status = RequestStatus.PLACING
+            request.status = PlacementStatus.PLACING
             taken.append(request)
             budget -= 1
         self._placing += len(taken)
@@ -141,10 +142,10 @@ class Dispatcher:
         """
         self._placing -= 1
         request = self.requests.get(request_id)
-        if request is None or request.status is not RequestStatus.PLACING:
+        if request is None or request.status is not PlacementStatus.PLACING:
             return None
         if not self.slots.views:
-            request.status = RequestStatus.QUEUED
+            request.status = PlacementStatus.QUEUED
             self._retries.appendleft(request_id)
             return None
         queued = request.queued
@@ -154,8 +155,9 @@ class Dispatcher:
             service_class=queued.service_class,
             cached_blocks={w: blocks for w, blocks in cached_blocks.items() if w in self.slots.views},
         ), now)
-        request.status = RequestStatus.DISPATCHED
+        request.status = PlacementStatus.DISPATCHED
         request.worker_id = worker_id
+        request.engine_priority = engine_priority(self.queue.policy, queued)
         request.attempts += 1
         request.dispatched_s = now
         self.slots.dispatched(worker_id, request_id)
@@ -164,9 +166,9 @@ class Dispatcher:
     def first_token(self, request_id: str, now: float) -> None:
         """The request's first token reached the client: it runs, and a loss can no longer be hidden."""
         request = self.requests.get(request_id)
-        if request is None or request.status is not RequestStatus.DISPATCHED:
+        if request is None or request.status is not PlacementStatus.DISPATCHED:
             return
-        request.status = RequestStatus.STREAMING
+        request.status = PlacementStatus.STREAMING
         self.slots.started(request.worker_id, request_id)
         self.router.observe_ttft(request_id, now - request.queued.arrival_s, now)
 
@@ -175,7 +177,7 @@ class Dispatcher:
         request = self.requests.pop(request_id, None)
         if request is None:
             return
-        request.status = RequestStatus.FINISHED
+        request.status = PlacementStatus.FINISHED
         self.slots.released(request.worker_id, request_id)
         self.router.on_finished(request_id, now, output_tokens)
 
@@ -185,10 +187,10 @@ class Dispatcher:
         request = self.requests.get(request_id)
         if request is None or request.status.on_worker:
             return request
-        if request.status is RequestStatus.QUEUED:
+        if request.status is PlacementStatus.QUEUED:
             if self.queue.remove(request_id) is None:
                 self._retries.remove(request_id)
-        request.status = RequestStatus.CANCELLED
+        request.status = PlacementStatus.CANCELLED
         del self.requests[request_id]
         return request
 
@@ -208,7 +210,7 @@ class Dispatcher:
     # ----- internals --------------------------------------------------------------------------
 
     def _fail(self, request: ScheduledRequest, now: float, reason: str) -> Failover:
-        request.status = RequestStatus.FAILED
+        request.status = PlacementStatus.FAILED
         self.requests.pop(request.request_id, None)
         self.router.on_finished(request.request_id, now)
         return Failover(retry=False, reason=reason)
@@ -220,6 +222,6 @@ class Dispatcher:
             self.queue.remove(queued.request_id)
             orphans.append(self.requests[queued.request_id])
         for request in orphans:
-            request.status = RequestStatus.FAILED
+            request.status = PlacementStatus.FAILED
             del self.requests[request.request_id]
         return orphans

@@ -9,12 +9,13 @@ reads ``status < STREAMING`` as "no token reached the client, a retry is invisib
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from forethought.domain import GenerationRequest
 from forethought.queueing.policy import QueuedRequest
 
 
-class RequestStatus(enum.IntEnum):
+class PlacementStatus(enum.IntEnum):
     QUEUED = 1
     PLACING = 2
     DISPATCHED = 3
@@ -25,27 +26,31 @@ class RequestStatus(enum.IntEnum):
 
     @property
     def is_finished(self) -> bool:
-        return self >= RequestStatus.FINISHED
+        return self >= PlacementStatus.FINISHED
 
     @property
     def on_worker(self) -> bool:
-        return self in (RequestStatus.DISPATCHED, RequestStatus.STREAMING)
+        return self in (PlacementStatus.DISPATCHED, PlacementStatus.STREAMING)
 
 
 @dataclass
 class ScheduledRequest:
-    """A request the scheduler accepted: what the queue orders and what placement needs.
+    """A request the scheduler accepted: what the queue orders, what placement needs, what the worker runs.
 
     ``model``: the served model (only its workers are candidates). ``block_hashes``: the prompt's chained
-    block hashes (``forethought.domain.block_hashes``). ``attempts``: dispatches so far (retries add one each).
+    block hashes (``forethought.domain.block_hashes``). ``generation``: the engine request as submitted.
+    Placement decides ``worker_id`` and ``engine_priority`` (the global order, as the engine reads it).
+    ``attempts``: dispatches so far (retries add one each).
     """
 
     queued: QueuedRequest
     model: str
     block_hashes: tuple[int, ...]
     block_size: int
-    status: RequestStatus = RequestStatus.QUEUED
+    generation: GenerationRequest
+    status: PlacementStatus = PlacementStatus.QUEUED
     worker_id: str = ""
+    engine_priority: int = 0
     attempts: int = 0
     dispatched_s: float = 0.0
 
@@ -56,3 +61,7 @@ class ScheduledRequest:
     @property
     def prompt_tokens(self) -> int:
         return self.queued.prompt_tokens
+
+    def worker_request(self) -> GenerationRequest:
+        """What the placed request's worker is sent: the engine request with the priority placement chose."""
+        return replace(self.generation, priority=self.engine_priority)

@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from forethought.domain import GenerationRequest, SamplingParams, ServiceClass
-from forethought.engine.core import EngineCore, StepOutput
 from forethought.domain.block_hashes import chained_block_hashes
+from forethought.engine.core import EngineCore, StepOutput
 from forethought.prefix.memory_index import InMemoryPrefixIndex
 from forethought.queueing.global_queue import GlobalQueue
 from forethought.queueing.policy import QueuedRequest
@@ -159,9 +159,10 @@ class ClusterSimulator:
             predicted_output_tokens=self._predict(request), service_class=request.service_class,
             ttft_slo_s=request.ttft_slo_s,
         )
+        generation = _generation_request(request)
         # One engine needs no prefix match: the router has no choice to make.
-        hashes = chained_block_hashes(request.prompt_token_ids(), self._block_size) if len(self._engines) > 1 else []
-        self._dispatcher.submit(ScheduledRequest(queued, "", tuple(hashes), self._block_size), now)
+        hashes = chained_block_hashes(generation.prompt_token_ids, self._block_size) if len(self._engines) > 1 else []
+        self._dispatcher.submit(ScheduledRequest(queued, "", tuple(hashes), self._block_size, generation), now)
         return self._dispatch_soon(now)
 
     def submit_batch(self, source_index: int, batch_index: int, now: float) -> Sequence[Event]:
@@ -185,7 +186,8 @@ class ClusterSimulator:
             flight = self._flights[taken.request_id]
             engine_id = flight.engine_id = placed.worker_id
             engine = self._engines[engine_id]
-            engine.core.add_request(_generation_request(flight.request), now)
+            # The trace's class priority, not placement's: Preble's engine keeps its group order among BE requests.
+            engine.core.add_request(placed.generation, now)
             if not engine.stepping:
                 engine.stepping = True
                 woken.append(IterationStarted(now, engine_id))

@@ -10,7 +10,11 @@ from __future__ import annotations
 from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    ConsoleSpanExporter,
+    SpanExporter,
+)
 
 
 def configure_tracing(service: str, exporter: str, endpoint: str = "") -> TracerProvider | None:
@@ -33,7 +37,9 @@ def _exporter(kind: str, endpoint: str) -> SpanExporter | None:
     if kind == "console":
         return ConsoleSpanExporter()
     if kind == "otlp":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+            OTLPSpanExporter,
+        )
 
         return OTLPSpanExporter(endpoint=endpoint, insecure=True)
     return None

@@ -3,7 +3,12 @@
 from forethought.tokenize.builtin import BUILTIN_SOURCES, converted_folder
 from forethought.tokenize.incremental import IncrementalDetokenizer
 from forethought.tokenize.model_tokenizer import ChatPrompt, ModelTokenizer
-from forethought.tokenize.registry import BUILTIN, TokenizerRegistry, UnknownModel, default_models
+from forethought.tokenize.registry import (
+    BUILTIN,
+    TokenizerRegistry,
+    UnknownModel,
+    default_models,
+)
 
 __all__ = [
     "BUILTIN",

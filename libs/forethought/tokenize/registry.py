@@ -7,7 +7,11 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
-from forethought.tokenize.builtin import BUILTIN_SOURCES, DEFAULT_CACHE_ROOT, converted_folder
+from forethought.tokenize.builtin import (
+    BUILTIN_SOURCES,
+    DEFAULT_CACHE_ROOT,
+    converted_folder,
+)
 from forethought.tokenize.model_tokenizer import ModelTokenizer
 
 BUILTIN = "builtin"

@@ -16,7 +16,12 @@ from typing import Any
 
 import ijson
 
-from forethought.workloads.workload import Conversation, RequestClass, TokenSegment, TraceRequest
+from forethought.workloads.workload import (
+    Conversation,
+    RequestClass,
+    TokenSegment,
+    TraceRequest,
+)
 
 TokenCounter = Callable[[str], int]
 

@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from forethought.models import SMOLLM2_NAME, prepare_smollm2
 
 

@@ -8,7 +8,6 @@ import zipfile
 
 import grpc
 import pytest
-
 from forethought.v1 import predictor_pb2, predictor_pb2_grpc
 
 PROMPTS = ["Write a haiku about autumn.", "Explain, step by step, how a compiler turns source code into machine code."]

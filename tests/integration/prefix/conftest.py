@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from redis.asyncio import Redis
-
 from forethought.cluster.redis_server import RedisProcess
+from redis.asyncio import Redis
 
 
 @pytest.fixture

@@ -6,12 +6,11 @@ import asyncio
 import random
 from typing import Any
 
-from redis.asyncio import Connection, ConnectionPool, Redis
-
 from forethought.domain import AllBlocksCleared, BlockRemoved, BlockStored
 from forethought.domain.block_hashes import chained_block_hashes
 from forethought.prefix.memory_index import InMemoryPrefixIndex
 from forethought.prefix.redis_index import RedisPrefixIndex
+from redis.asyncio import Connection, ConnectionPool, Redis
 
 BLOCK = 4
 

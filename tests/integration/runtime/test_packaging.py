@@ -13,7 +13,6 @@ import venv
 from pathlib import Path
 
 import pytest
-
 from forethought.cluster.redis_server import free_port_block
 
 

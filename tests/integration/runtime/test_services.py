@@ -6,11 +6,16 @@ import signal
 
 import grpc
 import pytest
+from forethought.rpc.errors import rich_status_of
+from forethought.v1 import (
+    common_pb2,
+    scheduler_pb2,
+    scheduler_pb2_grpc,
+    worker_pb2,
+    worker_pb2_grpc,
+)
 from google.rpc import error_details_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
-
-from forethought.rpc.errors import rich_status_of
-from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc
 
 FAST_SIM = ("--engine", "sim", "--sim-speedup", "20")
 

@@ -13,7 +13,6 @@ from pathlib import Path
 import grpc
 import psutil
 import pytest
-
 from forethought.cluster.redis_server import free_port_block, start_redis
 from forethought.launcher import Cluster, tie_to_launcher
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc

@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import grpc
-
 from forethought.cluster.redis_server import free_port
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
 

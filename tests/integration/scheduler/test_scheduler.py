@@ -17,14 +17,19 @@ from typing import Any
 
 import grpc
 import pytest
-from google.rpc import error_details_pb2
-from prometheus_client.parser import text_string_to_metric_families
-
 from forethought.cluster.redis_server import free_port, start_redis
 from forethought.domain.block_hashes import chained_block_hashes
 from forethought.rpc.errors import rich_status_of
 from forethought.services.scheduler.requests import StreamDetokenizer
-from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc, tokenizer_pb2, tokenizer_pb2_grpc
+from forethought.v1 import (
+    common_pb2,
+    scheduler_pb2,
+    scheduler_pb2_grpc,
+    tokenizer_pb2,
+    tokenizer_pb2_grpc,
+)
+from google.rpc import error_details_pb2
+from prometheus_client.parser import text_string_to_metric_families
 
 MODEL = "SmolLM2-135M-Instruct"
 SHARED_PREFIX = list(range(1000, 1512))  # 32 blocks of 16 tokens
@@ -108,7 +113,6 @@ def _cached_on(redis_url: str, namespace: str, worker_id: str) -> bool:
     import asyncio
 
     import redis.asyncio as aioredis
-
     from forethought.prefix.redis_index import RedisPrefixIndex
 
     async def match() -> dict[str, int]:

@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 import torch
-from safetensors.torch import save_file
-
 from forethought.backends.vllm.backend import VllmEngineBackend, VllmEngineOptions
+from safetensors.torch import save_file
 
 LORA_RANK = 8
 

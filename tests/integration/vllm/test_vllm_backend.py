@@ -6,12 +6,19 @@ import asyncio
 from collections.abc import Sequence
 
 import pytest
-from transformers import AutoTokenizer
-
-from forethought.domain import BlockStored, CacheEvent, FinishReason, GenerationChunk, GenerationRequest, SamplingParams, ServiceClass
 from forethought.backends.vllm.backend import VllmEngineBackend
-from forethought.models import resolve_model
+from forethought.domain import (
+    BlockStored,
+    CacheEvent,
+    FinishReason,
+    GenerationChunk,
+    GenerationRequest,
+    SamplingParams,
+    ServiceClass,
+)
 from forethought.domain.block_hashes import chained_block_hashes
+from forethought.models import resolve_model
+from transformers import AutoTokenizer
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 

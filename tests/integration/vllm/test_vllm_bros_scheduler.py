@@ -6,8 +6,6 @@ import asyncio
 import math
 
 import pytest
-
-from forethought.domain import GenerationRequest, SamplingParams, ServiceClass
 from forethought.backends.vllm.backend import VllmEngineBackend, VllmEngineOptions
 from forethought.backends.vllm.bros_scheduler import (
     BE_PRIORITY_BASE,
@@ -18,6 +16,7 @@ from forethought.backends.vllm.bros_scheduler import (
     read_terms,
     slo_extra_args,
 )
+from forethought.domain import GenerationRequest, SamplingParams, ServiceClass
 
 RT = SloTerms(rt=True, ttft_slo_s=0.4, tpot_slo_s=0.2)
 

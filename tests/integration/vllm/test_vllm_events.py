@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+from forethought.backends.vllm.events import KvEventTranslator
+from forethought.domain import AllBlocksCleared, BlockRemoved, BlockStored
+from forethought.domain.block_hashes import chained_block_hashes
 from vllm.distributed.kv_events import AllBlocksCleared as VllmCleared
 from vllm.distributed.kv_events import BlockRemoved as VllmRemoved
 from vllm.distributed.kv_events import BlockStored as VllmStored
-
-from forethought.domain import AllBlocksCleared, BlockRemoved, BlockStored
-from forethought.backends.vllm.events import KvEventTranslator
-from forethought.domain.block_hashes import chained_block_hashes
 
 TOKENS = list(range(1000, 1096))  # three 32-token vLLM blocks
 

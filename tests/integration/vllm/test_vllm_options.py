@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from forethought.backends.vllm.backend import (
     VllmEngineOptions,
     compute_threads,

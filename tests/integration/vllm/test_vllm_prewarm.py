@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from transformers import AutoTokenizer
-
-from forethought.domain import GenerationChunk, GenerationRequest, SamplingParams
 from forethought.backends.vllm.backend import VllmEngineBackend
+from forethought.domain import GenerationChunk, GenerationRequest, SamplingParams
 from forethought.models import resolve_model
 from forethought.prewarm import ModelLifecycle, PrewarmAgent, PrewarmKind, PrewarmStatus
+from transformers import AutoTokenizer
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 

@@ -7,7 +7,6 @@ import time
 
 import grpc
 import redis.asyncio as aioredis
-
 from forethought.domain.block_hashes import chained_block_hashes
 from forethought.prefix.redis_index import RedisPrefixIndex
 from forethought.v1 import common_pb2, worker_pb2, worker_pb2_grpc

@@ -9,11 +9,16 @@ import time
 import grpc
 import pytest
 import redis.asyncio as aioredis
-
 from forethought.cluster.registry import WorkerRegistry
 from forethought.domain.block_hashes import chained_block_hashes
 from forethought.prefix.redis_index import RedisPrefixIndex
-from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc
+from forethought.v1 import (
+    common_pb2,
+    scheduler_pb2,
+    scheduler_pb2_grpc,
+    worker_pb2,
+    worker_pb2_grpc,
+)
 
 PREFIX = list(range(1000, 1128))  # 128 tokens: 8 index blocks
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from forethought.backends.vllm.cpu_dtype import choose_dtype, cpu_flags, read_cpu_flags, resolve_dtype
+from forethought.backends.vllm.cpu_dtype import (
+    choose_dtype,
+    cpu_flags,
+    read_cpu_flags,
+    resolve_dtype,
+)
 
 AVX2_EPYC = "fpu sse sse2 fma avx f16c avx2 bmi2 vaes"
 AVX512_NO_BF16 = f"{AVX2_EPYC} avx512f avx512bw avx512vl avx512_vnni"

@@ -6,11 +6,15 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
-
-from forethought.domain import BlockStored, FinishReason, GenerationRequest, ServiceClass
 from forethought.backends.protocol import EngineBackend
-from forethought.engine.core import EngineConfig
 from forethought.backends.sim import SimEngineBackend
+from forethought.domain import (
+    BlockStored,
+    FinishReason,
+    GenerationRequest,
+    ServiceClass,
+)
+from forethought.engine.core import EngineConfig
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from forethought.costmodel import CostModelExecutor, get_profile, profile_names
 from forethought.costmodel.registry import A100_80GB, LLAMA_7B, SMOLLM2_135M
 from forethought.engine.executor import BatchShape, Executor, IterationEstimator

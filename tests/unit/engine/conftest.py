@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-
 from forethought.costmodel import CostModelExecutor, get_profile
 from forethought.domain import GenerationRequest, SamplingParams, ServiceClass
 from forethought.engine.core import EngineConfig, EngineCore, StepOutput

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from forethought.domain import ServiceClass
+from forethought.engine.block_manager import (
+    BE_SIDE,
+    RT_SIDE,
+    SEALED,
+    BidirectionalBlockManager,
+    SealOutcome,
+)
+from forethought.engine.prefix_cache import PrefixCache
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from forethought.domain import ServiceClass
-from forethought.engine.block_manager import BE_SIDE, RT_SIDE, SEALED, BidirectionalBlockManager, SealOutcome
-from forethought.engine.prefix_cache import PrefixCache
 
 RT, BE = ServiceClass.RT, ServiceClass.BE
 BS = 8

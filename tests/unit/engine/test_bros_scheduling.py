@@ -5,7 +5,6 @@ from __future__ import annotations
 from itertools import pairwise
 
 import pytest
-
 from forethought.domain import ServiceClass
 from forethought.engine.batch_size import AdaptiveBatchSize
 from forethought.engine.priority_groups import priority_group, proportional_order

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
 from forethought.domain import BlockStored, FinishReason, SamplingParams, ServiceClass
-from forethought.engine.core import EngineConfig
 from forethought.domain.block_hashes import ROOT_PARENT, chained_block_hashes
+from forethought.engine.core import EngineConfig
 
 
 def test_prefix_hit_skips_the_cached_prefill(make_engine, make_request, run_until_idle) -> None:

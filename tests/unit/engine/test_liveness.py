@@ -6,12 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from forethought.costmodel import CostModelExecutor, get_profile
 from forethought.domain import GenerationRequest, ServiceClass
 from forethought.engine.core import EngineConfig, EngineCore
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 RT, BE = ServiceClass.RT, ServiceClass.BE
 BLOCK_SIZE = 4

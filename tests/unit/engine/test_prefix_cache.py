@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from forethought.domain import BlockRemoved, BlockStored
-from forethought.engine.prefix_cache import PrefixCache
 from forethought.domain.block_hashes import ROOT_PARENT, chained_block_hashes
+from forethought.engine.prefix_cache import PrefixCache
 
 
 def test_lru_evicts_least_recently_released_leaf_first() -> None:

@@ -3,11 +3,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from forethought.domain import InvalidField
 from forethought.predict import (
     NO_HISTORY,
     BatchingPredictor,
     ConversationHistory,
-    InvalidPrompt,
     LengthForecast,
     Predictor,
 )
@@ -49,7 +49,7 @@ async def test_a_full_batch_is_dispatched_without_waiting_and_the_rest_follows()
 async def test_invalid_prompt_fails_alone_before_batching() -> None:
     recording = RecordingBatch()
     batching = BatchingPredictor(recording, max_prompt_chars=10)
-    with pytest.raises(InvalidPrompt) as error:
+    with pytest.raises(InvalidField) as error:
         await batching.predict_many(["fine", "x" * 11], [NO_HISTORY] * 2)
     assert error.value.field == "prompts[1]"
     assert recording.batches == []
@@ -66,7 +66,7 @@ async def test_each_prompt_reaches_the_model_with_its_own_history() -> None:
 async def test_a_negative_history_length_fails_alone_before_batching() -> None:
     recording = RecordingBatch()
     batching = BatchingPredictor(recording)
-    with pytest.raises(InvalidPrompt) as error:
+    with pytest.raises(InvalidField) as error:
         await batching.predict_many(["a", "b"], [NO_HISTORY, ConversationHistory((5, -1))])
     assert (error.value.field, error.value.rule) == ("histories[1].earlier_answer_chars", "must be non-negative integers")
     assert recording.batches == []

@@ -39,7 +39,13 @@ def test_regression_head_starts_at_the_median_target() -> None:
 
 
 def test_history_features_describe_the_earlier_answers() -> None:
-    from forethought.predict.history import HISTORY_FEATURES, NO_HISTORY, ConversationHistory, head_inputs, history_features
+    from forethought.predict.history import (
+        HISTORY_FEATURES,
+        NO_HISTORY,
+        ConversationHistory,
+        head_inputs,
+        history_features,
+    )
 
     rows = history_features([NO_HISTORY, ConversationHistory((100,)), ConversationHistory((100, 3000))])
     assert rows.shape == (3, HISTORY_FEATURES)

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from forethought.domain import InvalidField
 from forethought.predict import (
     NO_HISTORY,
     QUANTILE_PERCENTS,
     ConversationHistory,
-    InvalidPrompt,
     Observation,
     ObservationStore,
     Predictor,
@@ -83,7 +83,7 @@ def test_observations_keep_their_history_across_a_restart(tmp_path: Path) -> Non
 
 
 def test_histories_must_pair_with_prompts(predictor: Predictor) -> None:
-    with pytest.raises(InvalidPrompt) as error:
+    with pytest.raises(InvalidField) as error:
         predictor.predict(PROMPTS, [NO_HISTORY])
     assert error.value.field == "histories"
     assert error.value.rule == "must be empty or hold one history per prompt (3), got 1"
@@ -128,13 +128,13 @@ def test_reload_while_predicting_concurrently_never_fails(predictor: Predictor, 
     ids=["empty", "blank", "too-long", "not-a-string"],
 )
 def test_invalid_prompt_names_the_field_and_rule(predictor: Predictor, prompts: list, field: str, rule: str) -> None:
-    with pytest.raises(InvalidPrompt) as error:
+    with pytest.raises(InvalidField) as error:
         predictor.predict(prompts)
     assert (error.value.field, error.value.rule) == (field, rule)
 
 
 def test_observe_rejects_a_negative_length(predictor: Predictor) -> None:
-    with pytest.raises(InvalidPrompt) as error:
+    with pytest.raises(InvalidField) as error:
         predictor.observe("prompt", -1)
     assert error.value.field == "actual_tokens"
 

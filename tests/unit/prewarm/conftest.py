@@ -5,8 +5,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 
 import pytest
-
-from forethought.domain import CacheEvent, EngineStats, FinishReason, GenerationChunk, GenerationRequest, Usage
+from forethought.domain import (
+    CacheEvent,
+    EngineStats,
+    FinishReason,
+    GenerationChunk,
+    GenerationRequest,
+    Usage,
+)
 
 
 class FakeClock:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from forethought.prewarm import ExpiredEntry, PrewarmKind, PrewarmLedger, PrewarmMetrics
 
 

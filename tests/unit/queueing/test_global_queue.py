@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from forethought.queueing import GlobalQueue, QueuedRequest, QueueFull, build_policy
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from forethought.queueing import GlobalQueue, QueuedRequest, QueueFull, build_policy
 
 
 def make_request(index: int, arrival: float, predicted: float = 100.0, **fields: object) -> QueuedRequest:

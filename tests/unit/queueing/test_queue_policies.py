@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from forethought.domain import ServiceClass
+from forethought.queueing import (
+    POLICY_NAMES,
+    QueuedRequest,
+    build_policy,
+    gittins_index,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from forethought.domain import ServiceClass
-from forethought.queueing import POLICY_NAMES, QueuedRequest, build_policy, gittins_index
 
 times = st.floats(min_value=0, max_value=1e4, allow_nan=False)
 tokens = st.floats(min_value=1, max_value=4096, allow_nan=False)

@@ -7,7 +7,6 @@ import random
 from collections.abc import Sequence
 
 import pytest
-
 from forethought.domain import ClassLoad, EngineStats
 from forethought.routing import NoWorkers, RoutingRequest, build_router
 from forethought.routing.baselines import KvCostRouter, softmax_sample

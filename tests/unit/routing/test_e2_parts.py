@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections import deque
 
 import pytest
-
 from forethought.routing import Assignment, E2Router, RoutingRequest
 from forethought.routing.e2.exploit_explore import (
     Rebalance,

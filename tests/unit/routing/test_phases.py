@@ -5,9 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-
 from forethought.routing import RoutingRequest
-from forethought.routing.phases import Decision, NoPhaseDecided, first_decision, lowest_cost
+from forethought.routing.phases import (
+    Decision,
+    NoPhaseDecided,
+    first_decision,
+    lowest_cost,
+)
 
 REQUEST = RoutingRequest("r1", 32, (1, 2), 16)
 

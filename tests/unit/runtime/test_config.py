@@ -6,8 +6,13 @@ import argparse
 from dataclasses import dataclass
 
 import pytest
-
-from forethought.config import ConfigError, ServiceSettings, add_arguments, option, settings_from
+from forethought.config import (
+    ConfigError,
+    ServiceSettings,
+    add_arguments,
+    option,
+    settings_from,
+)
 
 
 @dataclass(frozen=True)

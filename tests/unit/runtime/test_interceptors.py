@@ -7,12 +7,15 @@ import logging
 
 import grpc
 import pytest
-
-from google.rpc import error_details_pb2
-
-from forethought.rpc.errors import InvalidArgument, ResourceExhausted, invalid_argument_of, rich_status_of
+from forethought.rpc.errors import (
+    InvalidArgument,
+    ResourceExhausted,
+    invalid_argument_of,
+    rich_status_of,
+)
 from forethought.rpc.interceptors import RETRY_AFTER_KEY, StatusInterceptor
 from forethought.v1 import demand_pb2, demand_pb2_grpc
+from google.rpc import error_details_pb2
 
 
 class FailingDemand(demand_pb2_grpc.DemandServiceServicer):
@@ -102,7 +105,9 @@ async def traced():
     """A server whose interceptor sends spans to an in-memory exporter; yields (stub, exporter)."""
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+        InMemorySpanExporter,
+    )
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

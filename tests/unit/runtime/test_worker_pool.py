@@ -6,11 +6,10 @@ import socket
 
 import grpc
 import pytest
-from grpc_health.v1 import health, health_pb2_grpc
-
 from forethought.cluster.redis_server import free_port
 from forethought.cluster.registry import WorkerRecord
 from forethought.services.scheduler.pool import WorkerPool
+from grpc_health.v1 import health, health_pb2_grpc
 
 
 def record(worker_id: str, address: str, state: str = "serving") -> WorkerRecord:

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import pytest
-
-from forethought.domain import ClassLoad, EngineStats
+from forethought.domain import ClassLoad, EngineStats, GenerationRequest
 from forethought.queueing import GlobalQueue, QueuedRequest, QueueFull, build_policy
 from forethought.routing import build_router
-from forethought.scheduling import Dispatcher, RequestStatus, ScheduledRequest, WorkerSlots, WorkerView
+from forethought.scheduling import (
+    Dispatcher,
+    PlacementStatus,
+    ScheduledRequest,
+    WorkerSlots,
+    WorkerView,
+)
 
 BLOCK = 16
 
@@ -15,7 +20,7 @@ BLOCK = 16
 def make_request(rid: str, blocks: int = 4, prefix: int = 0, predicted: float = 0.0, arrival: float = 0.0) -> ScheduledRequest:
     hashes = tuple(prefix * 1000 + i for i in range(blocks))
     queued = QueuedRequest(rid, arrival, blocks * BLOCK, predicted_output_tokens=predicted)
-    return ScheduledRequest(queued, "m", hashes, BLOCK)
+    return ScheduledRequest(queued, "m", hashes, BLOCK, GenerationRequest(rid, tuple(range(blocks * BLOCK)), 8))
 
 
 def views(*worker_ids: str, capacity: int = 64, **reported: int) -> dict[str, WorkerView]:
@@ -101,7 +106,7 @@ def test_placement_exploits_the_worker_caching_the_prefix_and_ignores_unknown_wo
     submit_all(dispatcher, make_request("r1", blocks=8, prefix=3))
     (taken,) = dispatcher.take(0.0)
     placed = dispatcher.place("r1", {"w2": 7, "gone": 8}, now=0.0)
-    assert placed is not None and (placed.worker_id, placed.status, placed.attempts) == ("w2", RequestStatus.DISPATCHED, 1)
+    assert placed is not None and (placed.worker_id, placed.status, placed.attempts) == ("w2", PlacementStatus.DISPATCHED, 1)
 
 
 def test_a_full_queue_refuses_with_a_retry_hint() -> None:
@@ -125,12 +130,12 @@ def test_cancel_removes_waiting_and_placing_requests_and_reports_running_ones() 
     submit_all(dispatcher, make_request("running"), make_request("waiting", arrival=1.0))
     (taken,) = dispatcher.take(0.0)
     assert dispatcher.cancel("running", 0.0) is taken  # being placed: withdrawn
-    assert taken.status is RequestStatus.CANCELLED
+    assert taken.status is PlacementStatus.CANCELLED
     assert dispatcher.place("running", {}, 0.0) is None
     (waiting,) = dispatcher.take(1.0)
     dispatcher.place("waiting", {}, 1.0)
     on_worker = dispatcher.cancel("waiting", 1.0)
-    assert on_worker is not None and on_worker.status is RequestStatus.DISPATCHED and on_worker.worker_id == "w0"
+    assert on_worker is not None and on_worker.status is PlacementStatus.DISPATCHED and on_worker.worker_id == "w0"
     assert "waiting" in dispatcher.requests  # stays live until its worker stream ends
     assert dispatcher.cancel("unknown", 1.0) is None
 
@@ -139,7 +144,7 @@ def test_cancelling_a_queued_request_takes_it_out_of_the_queue() -> None:
     dispatcher = make_dispatcher(("w0",), max_waiting=1)
     submit_all(dispatcher, make_request("a"), make_request("b", arrival=1.0))
     cancelled = dispatcher.cancel("a", 1.0)
-    assert cancelled is not None and cancelled.status is RequestStatus.CANCELLED
+    assert cancelled is not None and cancelled.status is PlacementStatus.CANCELLED
     assert [r.request_id for r in dispatcher.take(1.0)] == ["b"]
 
 
@@ -191,7 +196,7 @@ def test_waiting_requests_fail_when_the_last_worker_leaves() -> None:
     place_all(dispatcher)
     orphans = dispatcher.sync_workers({}, now=3.0)
     assert [r.request_id for r in orphans] == ["b", "c"]
-    assert all(r.status is RequestStatus.FAILED for r in orphans)
+    assert all(r.status is PlacementStatus.FAILED for r in orphans)
     assert dispatcher.waiting == 0 and list(dispatcher.requests) == ["a"]
 
 

@@ -1,7 +1,6 @@
 from collections.abc import Sequence
 
 import pytest
-
 from forethought.domain import ServiceClass
 from forethought.workloads.workload import TokenSegment, TraceRequest
 

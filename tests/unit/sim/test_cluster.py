@@ -1,11 +1,15 @@
 import numpy as np
 import pytest
-
 from forethought.domain import ServiceClass
 from forethought.engine.core import EngineConfig
 from forethought.sim.config import ClusterConfig, build_simulator
 from forethought.workloads.arrivals import poisson_arrivals, with_arrivals
-from forethought.workloads.workload import ClosedLoopBatches, Conversation, TokenSegment, Workload
+from forethought.workloads.workload import (
+    ClosedLoopBatches,
+    Conversation,
+    TokenSegment,
+    Workload,
+)
 
 from .conftest import make_request
 
@@ -98,8 +102,8 @@ class RecordingRouter:
 
 
 def test_router_sees_the_prefix_cached_by_engine_cache_events() -> None:
-    from forethought.engine.core import EngineCore
     from forethought.costmodel import CostModelExecutor, get_profile
+    from forethought.engine.core import EngineCore
     from forethought.queueing import GlobalQueue, build_policy
     from forethought.sim.cluster import ClusterSimulator
 

@@ -1,9 +1,13 @@
 import math
 
 import pytest
-
 from forethought.domain import ServiceClass
-from forethought.sim.metrics import Distribution, RequestRecord, summarize, summarize_by_class
+from forethought.sim.metrics import (
+    Distribution,
+    RequestRecord,
+    summarize,
+    summarize_by_class,
+)
 
 
 def make_record(index: int, service_class: ServiceClass = ServiceClass.RT, *, arrival: float = 0.0,

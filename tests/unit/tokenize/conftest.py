@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-
 from forethought.tokenize import ModelTokenizer, TokenizerRegistry
 
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from forethought.config import MissingPrerequisite
 from forethought.tokenize.builtin import SMOLLM2, GgufSource
 

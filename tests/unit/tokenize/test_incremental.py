@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-
 from forethought.tokenize import IncrementalDetokenizer, ModelTokenizer
 
 STREAMED_TEXTS = ["Hello 世界 🎉 done", "👩‍👩‍👧‍👦🇫🇷", " leading space, then 日本語\n", "plain ascii words"]

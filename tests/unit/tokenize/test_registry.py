@@ -3,7 +3,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from forethought.tokenize import ModelTokenizer, TokenizerRegistry, UnknownModel
 from forethought.tokenize.builtin import SMOLLM2, converted_folder
 

@@ -1,7 +1,10 @@
 import pytest
-
 from forethought.domain import ServiceClass
-from forethought.workloads.azure import azure_arrivals, azure_trace_path, load_azure_trace
+from forethought.workloads.azure import (
+    azure_arrivals,
+    azure_trace_path,
+    load_azure_trace,
+)
 from forethought.workloads.workload import RequestClass
 
 

@@ -1,7 +1,6 @@
 import json
 
 import pytest
-
 from forethought.workloads.mooncake import load_mooncake_trace, mooncake_prompt
 
 

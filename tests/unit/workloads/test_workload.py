@@ -1,9 +1,17 @@
-from forethought.domain import ServiceClass
-from forethought.workloads.arrivals import gamma_arrivals, poisson_arrivals, with_arrivals
-from forethought.workloads.workload import ClosedLoopBatches, TokenSegment, TraceRequest, expand_segments
-
 import numpy as np
 import pytest
+from forethought.domain import ServiceClass
+from forethought.workloads.arrivals import (
+    gamma_arrivals,
+    poisson_arrivals,
+    with_arrivals,
+)
+from forethought.workloads.workload import (
+    ClosedLoopBatches,
+    TokenSegment,
+    TraceRequest,
+    expand_segments,
+)
 
 
 def test_shorter_segment_of_a_stream_is_a_prefix_of_the_longer_one() -> None:

@@ -22,6 +22,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from forethought.backends.vllm.bros_scheduler import slo_extra_args
+from forethought.backends.vllm.cpu_dtype import AUTO, read_cpu_flags, resolve_dtype
+from forethought.backends.vllm.events import KvEventSubscriber, KvEventTranslator
+from forethought.backends.vllm.stats import LoadMonitor
+from forethought.domain import (
+    CacheEvent,
+    EngineStats,
+    FinishReason,
+    GenerationChunk,
+    GenerationRequest,
+    Usage,
+)
+from forethought.models import resolve_model
 from vllm import SamplingParams as VllmSamplingParams
 from vllm.config import KVEventsConfig
 from vllm.engine.arg_utils import AsyncEngineArgs
@@ -31,13 +44,6 @@ from vllm.platforms import current_platform
 from vllm.sampling_params import RequestOutputKind
 from vllm.v1.engine.async_llm import AsyncLLM
 from vllm.v1.metrics.loggers import StatLoggerBase
-
-from forethought.domain import CacheEvent, EngineStats, FinishReason, GenerationChunk, GenerationRequest, Usage
-from forethought.backends.vllm.cpu_dtype import AUTO, read_cpu_flags, resolve_dtype
-from forethought.backends.vllm.bros_scheduler import slo_extra_args
-from forethought.backends.vllm.events import KvEventSubscriber, KvEventTranslator
-from forethought.backends.vllm.stats import LoadMonitor
-from forethought.models import resolve_model
 
 _FINISH_REASONS = {
     "stop": FinishReason.STOP,

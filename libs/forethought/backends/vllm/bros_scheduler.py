@@ -22,11 +22,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from vllm.v1.core.sched.scheduler import Scheduler
-from vllm.v1.request import Request
-
 from forethought.domain import GenerationRequest, ServiceClass
 from forethought.engine.batch_size import AdaptiveBatchSize
+from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.request import Request
 
 BE_PRIORITY_BASE = 1 << 40
 """Every BE priority is above every RT deadline (2**40 ms is 34 years of scheduler uptime)."""

@@ -19,7 +19,6 @@ from typing import Any
 import msgspec
 import zmq
 import zmq.asyncio
-
 from forethought.domain import AllBlocksCleared, BlockRemoved, BlockStored, CacheEvent
 from forethought.domain.block_hashes import ROOT_PARENT, block_hash
 

@@ -7,21 +7,16 @@ from pathlib import Path
 
 import grpc
 
+from forethought.domain import require
 from forethought.predict import (
     BatchingPredictor,
     ConversationHistory,
-    InvalidPrompt,
     LengthForecast,
     Predictor,
 )
 from forethought.predict.artifact import artifact_problem
 from forethought.predict.train import SERVED_MODEL
-from forethought.rpc.errors import (
-    FailedPrecondition,
-    InvalidArgument,
-    NotFound,
-    require,
-)
+from forethought.rpc.errors import FailedPrecondition, NotFound
 from forethought.v1 import predictor_pb2, predictor_pb2_grpc
 
 MAX_PROMPTS = 64
@@ -51,21 +46,14 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
         if request.model and request.model != SERVED_MODEL:
             raise NotFound(f"model: forecasts count {SERVED_MODEL} tokens; {request.model!r} has no predictor")
         histories = [history_from_proto(history) for history in request.histories] or None
-        try:
-            forecasts = await self._batching.predict_many(list(request.prompts), histories)
-        except InvalidPrompt as error:
-            raise InvalidArgument(error.field, error.rule) from error
+        forecasts = await self._batching.predict_many(list(request.prompts), histories)
         return predictor_pb2.PredictResponse(
             forecasts=[distribution_to_proto(forecast) for forecast in forecasts], model_version=str(self._predictor.version)
         )
 
     async def Observe(self, request: predictor_pb2.ObserveRequest, context: grpc.aio.ServicerContext) -> predictor_pb2.ObserveResponse:
         require(request.output_tokens >= 0, "output_tokens", "must be >= 0")
-        try:
-            await asyncio.to_thread(
-                self._predictor.observe, request.prompt, request.output_tokens, history_from_proto(request.history))
-        except InvalidPrompt as error:
-            raise InvalidArgument(error.field, error.rule) from error
+        await asyncio.to_thread(self._predictor.observe, request.prompt, request.output_tokens, history_from_proto(request.history))
         return predictor_pb2.ObserveResponse(stored=len(self._predictor.store))
 
     async def Reload(self, request: predictor_pb2.ReloadRequest, context: grpc.aio.ServicerContext) -> predictor_pb2.ReloadResponse:

@@ -1,12 +1,18 @@
-"""Protobuf at the front door: validation, prompt tokens through the tokenizer service, the worker request."""
+"""Protobuf at the front door: validation, prompt tokens through the tokenizer service, the engine request."""
 
 from __future__ import annotations
 
 import grpc
 
+from forethought.domain import (
+    GenerationRequest,
+    require,
+    validate_generation,
+    validate_prompt,
+    validate_terms,
+)
 from forethought.rpc import convert
-from forethought.rpc.errors import NotFound, Unavailable, require
-from forethought.scheduling import ScheduledRequest
+from forethought.rpc.errors import NotFound, Unavailable
 from forethought.services.scheduler.forecasts import ForecastPrompt
 from forethought.telemetry.tracing import trace_metadata
 from forethought.v1 import (
@@ -14,30 +20,27 @@ from forethought.v1 import (
     scheduler_pb2,
     tokenizer_pb2,
     tokenizer_pb2_grpc,
-    worker_pb2,
 )
-
-MAX_PROMPT_TOKENS = 1 << 20
-MAX_TOKENS_LIMIT = 1 << 16
 
 
 def validate(request: scheduler_pb2.GenerateRequest) -> None:
-    """Raises InvalidArgument naming the first field that breaks its rule."""
+    """Raises InvalidField naming the first field that breaks its rule, before any work is done.
+
+    The prompt's forms and the application fields are the front door's own; the rest are the request rules
+    of ``forethought.domain``, which the tokenized request meets again in ``generation_of``.
+    """
     require(bool(request.model), "model", "must be non-empty")
     which = request.WhichOneof("prompt")
     require(which is not None, "prompt", "one of text, token_ids or chat is required")
     if which == "text":
         require(bool(request.text), "text", "must be non-empty")
     elif which == "token_ids":
-        require(0 < len(request.token_ids.ids) <= MAX_PROMPT_TOKENS, "token_ids.ids", f"must hold 1..{MAX_PROMPT_TOKENS} ids")
-        require(min(request.token_ids.ids) >= 0, "token_ids.ids", "must be >= 0")
+        validate_prompt(request.token_ids.ids, "token_ids.ids")
     else:
         require(len(request.chat.messages) > 0, "chat.messages", "must be non-empty")
-    require(1 <= request.max_tokens <= MAX_TOKENS_LIMIT, "max_tokens", f"must be in 1..{MAX_TOKENS_LIMIT}")
-    convert.sampling_from_proto(request.sampling)
+    validate_terms(request.max_tokens, convert.sampling_from_proto(request.sampling), request.slo.ttft_s, request.slo.tpot_s)
     if request.service_class == common_pb2.SERVICE_CLASS_REAL_TIME:
         require(request.slo.ttft_s > 0 or request.slo.tpot_s > 0, "slo", "a real-time request needs ttft_s or tpot_s > 0")
-    require(request.slo.ttft_s >= 0 and request.slo.tpot_s >= 0, "slo", "objectives must be >= 0")
     require(bool(request.application_id) or not request.step, "step", "needs application_id")
 
 
@@ -55,14 +58,13 @@ def forecast_prompt(request: scheduler_pb2.GenerateRequest) -> ForecastPrompt:
     return ForecastPrompt("")
 
 
-def worker_request(scheduled: ScheduledRequest, request: scheduler_pb2.GenerateRequest,
-                   token_ids: list[int], priority: int) -> worker_pb2.WorkerServiceGenerateRequest:
-    """``priority``: the engine-side order (``forethought.queueing.engine_priority``)."""
-    return worker_pb2.WorkerServiceGenerateRequest(
-        request_id=scheduled.request_id, prompt_token_ids=token_ids, max_tokens=request.max_tokens,
-        sampling=request.sampling, service_class=request.service_class, slo=request.slo,
-        priority=priority,
-    )
+def generation_of(request: scheduler_pb2.GenerateRequest, request_id: str, token_ids: list[int]) -> GenerationRequest:
+    """The engine request of a validated front-door request whose prompt is now ``token_ids``."""
+    return validate_generation(GenerationRequest(
+        request_id=request_id, prompt_token_ids=tuple(token_ids), max_tokens=request.max_tokens,
+        service_class=convert.service_class_from_proto(request.service_class),
+        ttft_slo_s=request.slo.ttft_s, tpot_slo_s=request.slo.tpot_s, sampling=convert.sampling_from_proto(request.sampling),
+    ))
 
 
 def health_of(state: str, age_s: float, ttl_s: float) -> int:

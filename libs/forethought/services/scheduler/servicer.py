@@ -17,17 +17,16 @@ from collections.abc import AsyncIterator, Callable
 import grpc
 
 from forethought.cluster.registry import WorkerRegistry
-from forethought.domain.block_hashes import chained_block_hashes
-from forethought.queueing import QueuedRequest, engine_priority
+from forethought.domain import GenerationRequest, chained_block_hashes, require
+from forethought.queueing import QueuedRequest
 from forethought.rpc import convert
 from forethought.rpc.errors import (
     AlreadyExists,
     NotFound,
     Unavailable,
     invalid_argument_of,
-    require,
 )
-from forethought.scheduling import WORKER_LOSS_CODES, RequestStatus, ScheduledRequest
+from forethought.scheduling import WORKER_LOSS_CODES, PlacementStatus, ScheduledRequest
 from forethought.services.scheduler.forecasts import (
     Forecast,
     ForecastClient,
@@ -38,9 +37,9 @@ from forethought.services.scheduler.pool import WorkerPool
 from forethought.services.scheduler.requests import (
     PromptTokens,
     forecast_prompt,
+    generation_of,
     health_of,
     validate,
-    worker_request,
 )
 from forethought.telemetry.tracing import trace_metadata
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2
@@ -81,7 +80,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         arrived = self._clock()
         token_ids = await self._prompt_tokens.of(request)
         prompt = forecast_prompt(request)
-        scheduled = self._scheduled(request_id, request, token_ids, await self._forecasts.forecast(prompt, request.model), arrived)
+        generation = generation_of(request, request_id, token_ids)
+        scheduled = self._scheduled(request, generation, await self._forecasts.forecast(prompt, request.model), arrived)
         waiter = self._placement.submit(scheduled)
         if request.application_id:
             log.info("request %s is step %r of application %s", request_id, request.step, request.application_id)
@@ -94,7 +94,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                     return
                 call: grpc.aio.UnaryStreamCall | None = None
                 try:
-                    call = self._worker_call(worker_id, scheduled, request, token_ids, context)
+                    call = self._worker_call(worker_id, scheduled, context)
                     async for reply in self._relay(scheduled, call, request, prompt):
                         yield reply
                     return
@@ -123,15 +123,14 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         finally:
             self._release(scheduled)
 
-    def _worker_call(self, worker_id: str, scheduled: ScheduledRequest, request: scheduler_pb2.GenerateRequest,
-                     token_ids: list[int], context: grpc.aio.ServicerContext) -> grpc.aio.UnaryStreamCall:
+    def _worker_call(self, worker_id: str, scheduled: ScheduledRequest,
+                     context: grpc.aio.ServicerContext) -> grpc.aio.UnaryStreamCall:
         """The request's stream on its worker; WorkerLost when the worker left the registry since placement."""
         try:
             stub = self._pool.stub(worker_id)
         except KeyError:
             raise WorkerLost(f"worker {worker_id} left the registry before the call") from None
-        priority = engine_priority(self._placement.dispatcher(request.model).queue.policy, scheduled.queued)
-        return stub.Generate(worker_request(scheduled, request, token_ids, priority), timeout=context.time_remaining(),
+        return stub.Generate(convert.generation_to_proto(scheduled.worker_request()), timeout=context.time_remaining(),
                              metadata=trace_metadata())
 
     async def _relay(self, scheduled: ScheduledRequest, call: grpc.aio.UnaryStreamCall,
@@ -146,7 +145,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                     # The engine's own text when it has one: only the engine knows what a stop string cut.
                     last = chunk.finish_reason != common_pb2.FINISH_REASON_UNSPECIFIED
                     reply.text = chunk.text if chunk.HasField("text") else await detokenize(list(chunk.token_ids), last=last)
-                if scheduled.status is RequestStatus.DISPATCHED:
+                if scheduled.status is PlacementStatus.DISPATCHED:
                     reply.worker_id = scheduled.worker_id
                     reply.predicted_output_tokens = scheduled.queued.predicted_output_tokens
                     self._placement.first_token(scheduled)
@@ -208,14 +207,14 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             raise Unavailable(f"every worker serving {model!r} is draining; retry in 1 s")
         raise NotFound(f"model: no worker serves {model!r}")
 
-    def _scheduled(self, request_id: str, request: scheduler_pb2.GenerateRequest, token_ids: list[int],
+    def _scheduled(self, request: scheduler_pb2.GenerateRequest, generation: GenerationRequest,
                    forecast: Forecast, arrived: float) -> ScheduledRequest:
         queued = QueuedRequest(
-            request_id=request_id, arrival_s=arrived, prompt_tokens=len(token_ids),
+            request_id=generation.request_id, arrival_s=arrived, prompt_tokens=len(generation.prompt_token_ids),
             predicted_output_tokens=forecast.mean_tokens, predicted_quantiles=forecast.quantiles,
-            service_class=convert.service_class_from_proto(request.service_class), ttft_slo_s=request.slo.ttft_s,
+            service_class=generation.service_class, ttft_slo_s=generation.ttft_slo_s,
             deadline_s=request.deadline.ToSeconds() + request.deadline.nanos / 1e9 if request.HasField("deadline") else 0.0,
             application_id=request.application_id,
         )
-        hashes = tuple(chained_block_hashes(token_ids, self._block_size))
-        return ScheduledRequest(queued, request.model, hashes, self._block_size)
+        hashes = tuple(chained_block_hashes(generation.prompt_token_ids, self._block_size))
+        return ScheduledRequest(queued, request.model, hashes, self._block_size, generation)

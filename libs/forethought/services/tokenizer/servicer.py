@@ -7,7 +7,8 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from forethought.rpc.errors import NotFound, require
+from forethought.domain import require
+from forethought.rpc.errors import NotFound
 from forethought.tokenize import (
     IncrementalDetokenizer,
     ModelTokenizer,

@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 import grpc
 
 from forethought.backends.protocol import EngineBackend
-from forethought.domain import GenerationRequest
+from forethought.domain import GenerationRequest, require, validate_generation
 from forethought.prewarm import PrewarmAgent, PrewarmResult, PrewarmStatus
 from forethought.rpc import convert
-from forethought.rpc.errors import AlreadyExists, FailedPrecondition, NotFound, require
+from forethought.rpc.errors import AlreadyExists, FailedPrecondition, NotFound
 from forethought.v1 import worker_pb2, worker_pb2_grpc
 
 MIN_STATS_INTERVAL_S = 0.05
@@ -21,26 +21,6 @@ _STATUS_TO_PROTO = {
     PrewarmStatus.UNSUPPORTED: worker_pb2.PREWARM_STATUS_UNSUPPORTED,
     PrewarmStatus.FAILED: worker_pb2.PREWARM_STATUS_FAILED,
 }
-
-
-def request_from_proto(message: worker_pb2.WorkerServiceGenerateRequest) -> GenerationRequest:
-    """A validated engine request; raises InvalidArgument naming the field."""
-    require(bool(message.request_id), "request_id", "must be non-empty")
-    require(len(message.prompt_token_ids) > 0, "prompt_token_ids", "must be non-empty")
-    require(min(message.prompt_token_ids) >= 0, "prompt_token_ids", "must be >= 0")
-    require(message.max_tokens >= 1, "max_tokens", "must be >= 1")
-    require(message.slo.ttft_s >= 0 and message.slo.tpot_s >= 0, "slo", "objectives must be >= 0")
-    return GenerationRequest(
-        request_id=message.request_id,
-        prompt_token_ids=tuple(message.prompt_token_ids),
-        max_tokens=message.max_tokens,
-        service_class=convert.service_class_from_proto(message.service_class),
-        priority=message.priority,
-        ttft_slo_s=message.slo.ttft_s,
-        tpot_slo_s=message.slo.tpot_s,
-        sampling=convert.sampling_from_proto(message.sampling),
-        lora_name=message.lora_adapter,
-    )
 
 
 def require_servable(request: GenerationRequest, engine: EngineBackend) -> None:
@@ -76,7 +56,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     async def Generate(
         self, request: worker_pb2.WorkerServiceGenerateRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[worker_pb2.WorkerServiceGenerateResponse]:
-        engine_request = request_from_proto(request)
+        engine_request = validate_generation(convert.generation_from_proto(request))
         model, engine = self._engine(request.model)
         require_servable(engine_request, engine)
         if engine_request.request_id in self._live:
