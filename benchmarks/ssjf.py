@@ -1,7 +1,8 @@
 """SSJF against FCFS and oracle SJF on held-out ShareGPT requests (SSJF paper section 4.2, Figure 4).
 
 Each request is a held-out ShareGPT turn with its true output length (SmolLM2 tokens) and the trained
-proxy model's real forecast (written by training beside the model, ``heldout.jsonl``); arrivals follow the Azure LLM conversation trace, compressed or stretched
+proxy model's real forecast (written by training beside the model, ``heldout.jsonl``); arrivals follow the Azure LLM
+conversation trace, compressed or stretched
 to each offered load (a share of the mode's saturated FCFS throughput). Three serving modes as in the
 paper, all with max batch size 4:
 
@@ -107,7 +108,7 @@ def serve_static_batches(
             next_arrival = _enqueue_until(queue, pending, next_arrival, now, scheduler)
         if len(queue) < max_batch:
             now = fill_deadline if next_arrival < len(pending) else now
-        batch = [by_id[queue.pop(now).request_id] for _ in range(min(max_batch, len(queue)))]  # type: ignore[union-attr]
+        batch = [by_id[queue.pop(now).request_id] for _ in range(min(max_batch, len(queue)))]
         now += duration_s(batch)
         finish.update((job.request_id, now) for job in batch)
     return finish
@@ -281,9 +282,11 @@ def main(argv: list[str] | None = None) -> int:
                 summary.add(mode, regime, f"{np.mean(1 - picked[:, 1] / picked[:, 0]):.1%}",
                             f"{np.mean(1 - picked[:, 3] / picked[:, 0]):.1%}", float(np.mean(picked[:, 1] / picked[:, 3])))
         series = [LineSeries(s.label, loads, means[:, i].tolist()) for i, s in enumerate(schedulers)]
-        line_plot(out / f"jct_{mode.replace(' ', '_')}.png", series, f"Mean JCT, {mode}", "offered load (share of FCFS capacity)", "mean JCT (s)")
+        line_plot(out / f"jct_{mode.replace(' ', '_')}.png", series, f"Mean JCT, {mode}",
+                  "offered load (share of FCFS capacity)", "mean JCT (s)")
     preamble = (
-        f"{len(jobs)} held-out ShareGPT requests ({args.continuous_requests} of them in continuous batching), forecasts from `{args.model.name}` (v{artifact_version(args.model)}), "
+        f"{len(jobs)} held-out ShareGPT requests ({args.continuous_requests} of them in continuous batching), "
+        f"forecasts from `{args.model.name}` (v{artifact_version(args.model)}), "
         f"Azure conv arrivals, profile `{args.profile}`, max batch {args.max_batch}, batch wait {args.batch_wait_s} s, "
         f"aging {args.aging_rate} tokens/s."
     )
@@ -313,14 +316,16 @@ def noise_sweep(
     if not sigmas:
         return []
     rng = np.random.default_rng(args.seed)
-    predictors = [("this predictor", list(jobs))] + [(f"truth x lognormal({sigma})", with_noisy_forecasts(jobs, sigma, rng)) for sigma in sigmas]
+    predictors = [("this predictor", list(jobs))]
+    predictors += [(f"truth x lognormal({sigma})", with_noisy_forecasts(jobs, sigma, rng)) for sigma in sigmas]
     table = ResultTable(["forecasts", "Kendall tau", *(f"{mode}, load {load}" for mode in MODES[:2] for load in loads)],
                         title="SSJF JCT reduction vs FCFS by forecast quality")
     def placed(forecast_jobs: Sequence[Job], mode: str, load: float) -> list[Job]:
         return at_arrivals(forecast_jobs, base_arrivals[: len(forecast_jobs)] / (load * capacity[mode]))
 
     runs = [(mode, load) for mode in MODES[:2] for load in loads]
-    fcfs = {(mode, load): jct_summary(placed(jobs, mode, load), mode_finish_times(mode, placed(jobs, mode, load), Scheduler("FCFS", "fcfs"), args))[0]
+    fcfs_scheduler = Scheduler("FCFS", "fcfs")
+    fcfs = {(mode, load): jct_summary(placed(jobs, mode, load), mode_finish_times(mode, placed(jobs, mode, load), fcfs_scheduler, args))[0]
             for mode, load in runs}
     cells = {}
     for name, forecast_jobs in progress(predictors, "ranking-quality sweep", total=len(predictors)):

@@ -87,7 +87,7 @@ class DirectVllmTarget:
         started = time.perf_counter()
         ttft = 0.0
         tokens = 0
-        async for output in self._engine.generate(  # type: ignore[attr-defined]
+        async for output in self._engine.generate(
             TokensPrompt(prompt_token_ids=list(prompt)), params, uuid.uuid4().hex
         ):
             if tokens == 0 and output.outputs[0].token_ids:

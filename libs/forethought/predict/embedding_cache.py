@@ -58,7 +58,8 @@ class EmbeddingCache:
     def embed(self, prompts: Sequence[str], embed: Embed, progress: bool = False, desc: str = "embedding") -> np.ndarray:
         """States of ``prompts`` (rows, in order); missing ones computed by ``embed``, shortest first."""
         keys = [prompt_digest(prompt) for prompt in prompts]
-        missing = sorted({key: prompt for key, prompt in zip(keys, prompts) if key not in self._rows}.items(), key=lambda item: len(item[1]))
+        unseen = {key: prompt for key, prompt in zip(keys, prompts) if key not in self._rows}
+        missing = sorted(unseen.items(), key=lambda item: len(item[1]))
         step, unsaved = 64, 0
         for start in tqdm(range(0, len(missing), step), desc=desc, disable=not progress or not missing):
             chunk = missing[start : start + step]

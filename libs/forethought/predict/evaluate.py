@@ -85,7 +85,8 @@ def latency_table(forecaster: Forecaster, samples: list[LengthSample], batch: in
     p50, p99 = np.percentile(np.asarray(singles) * 1000, [50, 99])
     tokens = [len(ids) for ids in forecaster.tokenizer(prompts, truncation=True, max_length=forecaster.config.max_tokens)["input_ids"]]
     return "\n".join([
-        f"| prompts | median MiniLM tokens | latency p50 (ms) | latency p99 (ms) | throughput one at a time (prompts/s) | batched throughput (prompts/s, batch {batch}) |",
+        "| prompts | median MiniLM tokens | latency p50 (ms) | latency p99 (ms) | throughput one at a time (prompts/s) "
+        f"| batched throughput (prompts/s, batch {batch}) |",
         "|---|---|---|---|---|---|",
         f"| {len(prompts)} | {int(np.median(tokens))} | {p50:.1f} | {p99:.1f} | {len(prompts) / sum(singles):.1f} | {throughput:.1f} |",
     ])
@@ -127,7 +128,9 @@ def formulation_ablation(
         split: inputs_of(cache.embed([s.prompt for s in samples], base.embed, progress, f"embedding {split}"), samples)
         for split, samples in splits.items()
     }
-    scored_on = lambda rows: lambda forecaster: evaluate_on(forecaster, splits["test"], rows["test"], splits["train"], splits["val"])
+    def scored_on(rows: dict[str, np.ndarray]) -> Callable[[Forecaster], dict[str, AccuracyReport]]:
+        return lambda forecaster: evaluate_on(forecaster, splits["test"], rows["test"], splits["train"], splits["val"])
+
     scored = scored_on(inputs)
     installed = scored(base)
     rows = {name.replace("proxy model", "installed artifact"): report for name, report in installed.items()}

@@ -95,7 +95,7 @@ class Predictor:
     def load(cls, directory: Path, observations_path: Path | None = None, **options: object) -> Predictor:
         """Load the artifact in ``directory``; observations persist to ``observations_path`` if given."""
         store = ObservationStore(observations_path)
-        return cls(Forecaster.load(Path(directory)), Path(directory), store, **options)  # type: ignore[arg-type]
+        return cls(Forecaster.load(Path(directory)), Path(directory), store, **options)  # type: ignore[arg-type]  # options: __init__'s keywords
 
     @property
     def version(self) -> int:

@@ -160,6 +160,10 @@ def inputs_of(states: np.ndarray, samples: list[LengthSample]) -> np.ndarray:
     return head_inputs(states, [sample.history for sample in samples])
 
 
+def prompt_chars(samples: list[LengthSample]) -> np.ndarray:
+    return np.asarray([len(s.prompt) for s in samples], float)
+
+
 def previous_answer_chars(samples: list[LengthSample]) -> np.ndarray:
     """Each sample's previous answer length in characters (0 in a first round)."""
     return np.asarray([(s.history.earlier_answer_chars or (0,))[-1] for s in samples], float)
@@ -179,12 +183,12 @@ def evaluate_on(
     mean_log = np.full(len(samples), np.log1p(lengths_of(train).mean()))
     mean_spread = ResidualSpread.from_pairs(lengths_of(val), np.full(len(val), mean_log[0]))
     rows["training mean"] = accuracy_report(truth, mean_log, buckets.index(np.expm1(mean_log)), buckets, mean_spread)
-    prompt_chars = lambda group: np.asarray([len(s.prompt) for s in group], float)
     for name, predictor_of in (("linear on prompt length", prompt_chars), ("linear on previous answer length", previous_answer_chars)):
         intercept, slope = fit_log_linear(predictor_of(train), lengths_of(train))
-        linear = lambda group: intercept + slope * np.log1p(predictor_of(group))
-        spread = ResidualSpread.from_pairs(lengths_of(val), linear(val))
-        rows[name] = accuracy_report(truth, linear(samples), buckets.index(np.expm1(linear(samples))), buckets, spread)
+        estimates_val = intercept + slope * np.log1p(predictor_of(val))
+        estimates_test = intercept + slope * np.log1p(predictor_of(samples))
+        spread = ResidualSpread.from_pairs(lengths_of(val), estimates_val)
+        rows[name] = accuracy_report(truth, estimates_test, buckets.index(np.expm1(estimates_test)), buckets, spread)
     return rows
 
 

@@ -153,7 +153,7 @@ class PrewarmAgent:
         except _Unsupported as unsupported:
             self.ledger.declined(unsupported=True)
             return PrewarmResult(kind, key, PrewarmStatus.UNSUPPORTED, 0.0, str(unsupported))
-        except Exception as error:  # noqa: BLE001 - any failure is reported, never raised to the caller
+        except Exception as error:
             self.ledger.declined(unsupported=False)
             return PrewarmResult(kind, key, PrewarmStatus.FAILED, self._clock() - started, repr(error))
         self.ledger.warmed(kind, key)

@@ -99,7 +99,7 @@ class LedgerRouter(ABC):
         if worker_id in self.outstanding:
             self.snapshots[worker_id] = stats
 
-    def observe_ttft(self, request_id: str, ttft_s: float, now: float) -> None:
+    def observe_ttft(self, request_id: str, ttft_s: float, now: float) -> None:  # noqa: B027 - a hook, no-op unless overridden
         """The request's first token arrived ``ttft_s`` after submission (used by E2's replication)."""
 
     def assignment(self, request_id: str) -> Assignment | None:
@@ -121,8 +121,8 @@ class LedgerRouter(ABC):
     def _pick(self, request: RoutingRequest, now: float) -> str:
         """The policy itself: a worker from ``self.workers``."""
 
-    def _record(self, request: RoutingRequest, assignment: Assignment, now: float) -> None:
+    def _record(self, request: RoutingRequest, assignment: Assignment, now: float) -> None:  # noqa: B027 - a hook
         """Hook: a placement was made (history-keeping policies override)."""
 
-    def _finished(self, assignment: Assignment, now: float, output_tokens: int | None) -> None:
+    def _finished(self, assignment: Assignment, now: float, output_tokens: int | None) -> None:  # noqa: B027 - a hook
         """Hook: a placed request left its worker."""

@@ -1,8 +1,9 @@
 """The server interceptor every service runs: the call's server span, status mapping, error ids, metrics.
 
-Service errors (``forethought.rpc.errors``) and broken request rules (``forethought.domain.InvalidField``) become their status with a message naming the field and
-rule; anything unexpected becomes INTERNAL with an error id that is also logged with its traceback,
-so the process never dies of a bad request and an operator can find the cause from the client's error.
+Service errors (``forethought.rpc.errors``) and broken request rules (``forethought.domain.InvalidField``)
+become their status with a message naming the field and rule; anything unexpected becomes INTERNAL with an
+error id that is also logged with its traceback, so the process never dies of a bad request and an
+operator can find the cause from the client's error.
 
 Every call runs inside a server span named after the method (``/forethought.v1.WorkerService/Generate``)
 whose parent is the W3C trace context the caller sent, so one trace follows a request across services.
@@ -129,7 +130,7 @@ async def _guarded(context: grpc.aio.ServicerContext, call: _Call) -> AsyncItera
         except asyncio.CancelledError:
             code = grpc.StatusCode.CANCELLED
             raise
-        except Exception as raised:  # noqa: BLE001 - every failure must become a status
+        except Exception as raised:
             error = service_error_of(raised)
             code = _code_of(error, context)
             span.set_status(trace.Status(trace.StatusCode.ERROR, f"{code.name}: {error}"))

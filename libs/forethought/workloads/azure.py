@@ -66,7 +66,7 @@ def azure_arrivals(kind: str, count: int, rate_per_s: float, data_dir: str | Pat
         ValueError: the trace holds fewer than ``count`` requests.
     """
     path = azure_trace_path(kind, data_dir)
-    arrivals = np.asarray([request.arrival_s for request in load_azure_trace(path, count)])
+    arrivals = np.asarray([request.arrival_s for request in load_azure_trace(path, count)], dtype=np.float64)
     if len(arrivals) < count:
         raise ValueError(f"{path} holds {len(arrivals)} requests, fewer than the {count} asked")
-    return arrivals * (count / rate_per_s / max(arrivals[-1], 1e-9))
+    return arrivals * (count / rate_per_s / max(float(arrivals[-1]), 1e-9))

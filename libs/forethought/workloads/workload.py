@@ -10,6 +10,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import cast
 
 import numpy as np
 
@@ -36,7 +37,7 @@ class TokenSegment:
             return []
         seed = (zlib.crc32(self.namespace.encode()), self.key)
         rng = np.random.default_rng(seed)
-        return rng.integers(VOCAB_LOW, VOCAB_HIGH, self.length).tolist()  # type: ignore[no-any-return]
+        return cast(list[int], rng.integers(VOCAB_LOW, VOCAB_HIGH, self.length).tolist())
 
 
 def expand_segments(segments: Sequence[TokenSegment]) -> tuple[int, ...]:

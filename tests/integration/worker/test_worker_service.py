@@ -109,7 +109,7 @@ def test_a_killed_workers_entries_expire_and_the_scheduler_stops_sending_to_it(s
     assert workers == ["survivor"]
     with grpc.insecure_channel(scheduler.address) as channel:
         stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
-        for index in range(4):
+        for _ in range(4):
             replies = list(stub.Generate(scheduler_pb2.GenerateRequest(
                 model="SmolLM2-135M-Instruct", token_ids=common_pb2.TokenIds(ids=prompt), max_tokens=2), timeout=30))
             assert replies[0].worker_id == "survivor"

@@ -40,7 +40,7 @@ def build_request(
 def build_engine(profile: str = "llama-7b-a100", **config: object) -> EngineCore:
     settings: dict[str, object] = {"num_blocks": 256}
     settings.update(config)
-    return EngineCore(EngineConfig(**settings), CostModelExecutor(get_profile(profile)))  # type: ignore[arg-type]
+    return EngineCore(EngineConfig(**settings), CostModelExecutor(get_profile(profile)))
 
 
 def step_until_idle(engine: EngineCore, now: float = 0.0, max_steps: int = 10_000) -> list[tuple[float, StepOutput]]:

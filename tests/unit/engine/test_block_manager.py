@@ -121,7 +121,7 @@ OPS = st.lists(
 def preemptible_capacity(m: BidirectionalBlockManager) -> int:
     """Slots a new RT request could get: whole blocks, plus BE-only blocks (overwrites bounded by host)."""
     whole = sum(1 for i in range(m.num_blocks) if m.block(i).is_unused) * BS
-    whole += len(m._cache.evictable_hashes()) * BS if m._cache else 0  # noqa: SLF001
+    whole += len(m._cache.evictable_hashes()) * BS if m._cache else 0
     be_only = [m.block(i) for i in range(m.num_blocks)
                if m.block(i).owners[RT_SIDE] is None and m.block(i).owners[BE_SIDE] is not None]
     empty = sum(b.empty_slots(BS) for b in be_only)
@@ -158,7 +158,7 @@ def check_invariants(m: BidirectionalBlockManager, live: dict[str, ServiceClass]
 def check_counters_match_a_scan(m: BidirectionalBlockManager) -> None:
     """The manager's running counters equal what a scan of every block finds."""
     blocks = [m.block(i) for i in range(m.num_blocks)]
-    evictable = len(m._cache.evictable_hashes()) if m._cache else 0  # noqa: SLF001
+    evictable = len(m._cache.evictable_hashes()) if m._cache else 0
     usage = m.usage()
     assert usage.rt_slots == sum(b.counts[RT_SIDE] for b in blocks)
     assert usage.be_slots == sum(b.counts[BE_SIDE] for b in blocks)

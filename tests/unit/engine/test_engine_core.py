@@ -102,7 +102,7 @@ def test_priority_can_change_while_waiting(make_engine, make_request, run_until_
 )
 def test_config_rejects_bad_values(field: str, value: object) -> None:
     with pytest.raises(ValueError, match=field):
-        EngineConfig(**{"num_blocks": 8, field: value})  # type: ignore[arg-type]
+        EngineConfig(**{"num_blocks": 8, field: value})
 
 
 def test_requests_that_can_never_fit_are_rejected(make_engine, make_request) -> None:

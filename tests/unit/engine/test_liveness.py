@@ -80,7 +80,7 @@ def workloads(draw: st.DrawFn) -> tuple[dict[str, object], list[Arrival]]:
         "max_batch_size": initial_batch + draw(st.integers(0, 3)),
         "chunked_prefill_tokens": draw(st.sampled_from([6, 16, 64])),
     }
-    capacity = int(config["num_blocks"]) * BLOCK_SIZE  # type: ignore[call-overload]
+    capacity = int(config["num_blocks"]) * BLOCK_SIZE
     count = draw(st.integers(1, 8))
     return config, [draw(requests(index, capacity)) for index in range(count)]
 
@@ -90,7 +90,7 @@ def workloads(draw: st.DrawFn) -> tuple[dict[str, object], list[Arrival]]:
 def test_every_request_finishes_under_memory_pressure(workload) -> None:
     config, arrivals = workload
     executor = CostModelExecutor(get_profile("llama-7b-a100"))
-    engine = EngineCore(EngineConfig(**config), executor)  # type: ignore[arg-type]
+    engine = EngineCore(EngineConfig(**config), executor)
     assert drive(engine, arrivals) == {a.request.request_id for a in arrivals}
     usage = engine.block_manager.usage()
     assert usage.rt_slots == usage.be_slots == usage.sealed_in_use_slots == usage.host_slots == 0

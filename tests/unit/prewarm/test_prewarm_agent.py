@@ -19,7 +19,7 @@ from forethought.prewarm import (
 PREFIX = tuple(range(100, 140))  # 40 tokens: two full index blocks
 
 
-def _agent(clock, engines: dict, **kwargs) -> PrewarmAgent:  # type: ignore[no-untyped-def]
+def _agent(clock, engines: dict, **kwargs) -> PrewarmAgent:
     return PrewarmAgent(ModelLifecycle(engines.__getitem__, clock=clock), clock=clock, ttl_s=30.0, **kwargs)
 
 

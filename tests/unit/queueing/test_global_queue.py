@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 def make_request(index: int, arrival: float, predicted: float = 100.0, **fields: object) -> QueuedRequest:
     return QueuedRequest(
-        request_id=f"r{index}", arrival_s=arrival, prompt_tokens=10, predicted_output_tokens=predicted, **fields  # type: ignore[arg-type]
+        request_id=f"r{index}", arrival_s=arrival, prompt_tokens=10, predicted_output_tokens=predicted, **fields
     )
 
 
@@ -44,7 +44,7 @@ def test_update_priority_moves_a_request_to_the_front_and_back() -> None:
     for index in range(4):
         queue.push(make_request(index, float(index)), now=float(index))
     queue.update_priority("r3", -1.0)
-    assert queue.peek(4.0).request_id == "r3"  # type: ignore[union-attr]
+    assert queue.peek(4.0).request_id == "r3"
     queue.update_priority("r0", 5.0)
     assert [r.request_id for r in queue.ordered(4.0)] == ["r3", "r1", "r2", "r0"]
     assert drain(queue, 4.0) == ["r3", "r1", "r2", "r0"]
@@ -59,7 +59,7 @@ def test_aging_eventually_serves_an_old_long_request() -> None:
     for step in range(1, 200):
         now = float(step)
         queue.push(make_request(step, now, predicted=10.0), now=now)
-        if queue.pop(now).request_id == "r0":  # type: ignore[union-attr]
+        if queue.pop(now).request_id == "r0":
             served_at = step
             break
     # r0's rank is 1000; a newcomer at t ranks 10 + 10 t, so r0 wins (older on a tie) at 10 + 10 t = 1000.
@@ -71,7 +71,7 @@ def test_without_aging_short_newcomers_starve_the_long_request() -> None:
     queue.push(make_request(0, 0.0, predicted=1000.0), now=0.0)
     for step in range(1, 200):
         queue.push(make_request(step, float(step), predicted=10.0), now=float(step))
-        assert queue.pop(float(step)).request_id != "r0"  # type: ignore[union-attr]
+        assert queue.pop(float(step)).request_id != "r0"
 
 
 def test_full_queue_raises_with_a_retry_hint_from_the_drain_rate() -> None:

@@ -18,7 +18,7 @@ tokens = st.floats(min_value=1, max_value=4096, allow_nan=False)
 
 
 def make_request(index: int, arrival: float, **fields: object) -> QueuedRequest:
-    return QueuedRequest(request_id=f"r{index}", arrival_s=arrival, prompt_tokens=100, **fields)  # type: ignore[arg-type]
+    return QueuedRequest(request_id=f"r{index}", arrival_s=arrival, prompt_tokens=100, **fields)
 
 
 def order(policy_name: str, requests: list[QueuedRequest], now: float, **options: object) -> list[str]:

@@ -91,7 +91,7 @@ def test_cache_aware_tree_evicts_least_recent_leaves_first() -> None:
     router = make_router("cache_aware", workers=1, max_tree_size=4)
     router.choose(make_request("a", 3, prefix=1), now=0.0)
     router.choose(make_request("b", 2, prefix=2), now=1.0)
-    tree = router.tree  # type: ignore[attr-defined]
+    tree = router.tree
     assert tree.size("w0") == 4
     assert tree.match((1000, 1001, 1002)) == {"w0": 2}  # the leaf 1002 went, the root stayed
 
@@ -109,7 +109,7 @@ def test_kv_cost_is_weighted_prefill_blocks_plus_decode_blocks(
 ) -> None:
     router = make_router("kv_cost", overlap_score_weight=weight, seed=3)
     router.choose(make_request("warm", 2), now=0.0)  # w0 (all equal, seeded tie-break) holds 2 blocks
-    assert router.assignment("warm").worker_id == "w0"  # type: ignore[union-attr]
+    assert router.assignment("warm").worker_id == "w0"
     request = make_request("r", 4, prefix=1, cached={"w0": 3})
     assert isinstance(router, KvCostRouter)
     assert router.costs(request) == expected_costs
@@ -124,7 +124,7 @@ class RecordingRandom(random.Random):
         super().__init__(0)
         self.weights: list[float] = []
 
-    def choices(self, population, weights=None, **kwargs):  # type: ignore[no-untyped-def,override]
+    def choices(self, population, weights=None, **kwargs):
         self.weights = list(weights)
         return [population[0]]
 

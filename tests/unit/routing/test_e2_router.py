@@ -40,7 +40,7 @@ def make_request(
 
 
 def make_e2(workers: int = 2, decode_s: float = 0.0, **options: object) -> E2Router:
-    router = E2Router(phase_times=MillisecondPerToken(decode_s), **options)  # type: ignore[arg-type]
+    router = E2Router(phase_times=MillisecondPerToken(decode_s), **options)
     for index in range(workers):
         router.add_worker(f"w{index}", now=0.0)
     return router
@@ -61,8 +61,8 @@ def test_without_a_minimum_gap_any_load_against_an_idle_worker_counts_as_imbalan
     router = make_e2(3, rebalance_min_gap_s=0.0)
     router.choose(make_request("busy", 10), now=0.0)  # w0 carries 0.16 s
     chosen = router.choose(make_request("r2", 4, prefix=7, cached={"w0": 3}), now=1.0)
-    assert (chosen, router.last_decision.phase) == ("w1", "rebalance")  # type: ignore[union-attr]
-    assert router.last_decision.costs == {"w0": pytest.approx(0.176), "w1": pytest.approx(0.064)}  # type: ignore[union-attr]
+    assert (chosen, router.last_decision.phase) == ("w1", "rebalance")
+    assert router.last_decision.costs == {"w0": pytest.approx(0.176), "w1": pytest.approx(0.064)}
 
 
 def test_rebalancing_never_shifts_a_request_that_would_make_the_light_worker_heavier() -> None:
@@ -70,7 +70,7 @@ def test_rebalancing_never_shifts_a_request_that_would_make_the_light_worker_hea
     router.choose(make_request("r1", 4, prefix=7, cached={"w0": 3}), now=1.0)  # w0: 0.016 s, w1 idle
     # Imbalanced (0.016 > 1.5 x 0), but recomputing 64 tokens on w1 (0.064 s) exceeds w0's 0.032 s.
     chosen = router.choose(make_request("r2", 4, prefix=7, cached={"w0": 3}), now=1.0)
-    assert (chosen, router.last_decision.phase) == ("w0", "exploit")  # type: ignore[union-attr]
+    assert (chosen, router.last_decision.phase) == ("w0", "exploit")
 
 
 def test_exploit_breaks_ties_between_holders_by_load_cost() -> None:
@@ -78,7 +78,7 @@ def test_exploit_breaks_ties_between_holders_by_load_cost() -> None:
     router.choose(make_request("busy", 10), now=0.0)  # w0 carries 0.16 s
     chosen = router.choose(make_request("r1", 4, cached={"w0": 3, "w1": 3}), now=1.0)
     assert chosen == "w1"
-    assert router.last_decision.costs == {"w0": pytest.approx(0.176), "w1": pytest.approx(0.016)}  # type: ignore[union-attr]
+    assert router.last_decision.costs == {"w0": pytest.approx(0.176), "w1": pytest.approx(0.016)}
 
 
 def test_a_prefix_placed_but_not_yet_reported_cached_is_exploited_where_it_was_placed() -> None:
@@ -88,13 +88,13 @@ def test_a_prefix_placed_but_not_yet_reported_cached_is_exploited_where_it_was_p
     router.choose(make_request("busy", 40), now=0.0)  # w0: a long prefill, so w1 looks lighter
     assert router.choose(make_request("first", 20, prefix=4), now=0.0) == "w1"
     chosen = router.choose(make_request("second", 21, prefix=4), now=0.1)  # no cache event yet
-    assert (chosen, router.last_decision.phase) == ("w1", "exploit")  # type: ignore[union-attr]
-    assert router.assignment("second").missed_tokens == BLOCK  # type: ignore[union-attr]
+    assert (chosen, router.last_decision.phase) == ("w1", "exploit")
+    assert router.assignment("second").missed_tokens == BLOCK
     router.on_finished("first", now=1.0)
     router.on_finished("second", now=1.0)
     # Once both left, only the prefix index can say the prompt is still cached.
     assert router.choose(make_request("third", 21, prefix=4), now=1.1) == "w1"
-    assert router.last_decision.phase == "explore"  # type: ignore[union-attr]
+    assert router.last_decision.phase == "explore"
 
 
 def test_explore_picks_the_least_load_cost_when_the_missed_part_dominates() -> None:
@@ -103,8 +103,8 @@ def test_explore_picks_the_least_load_cost_when_the_missed_part_dominates() -> N
     assert router.choose(make_request("b", 10), now=0.1) == "w1"
     chosen = router.choose(make_request("c", 8, prefix=1, cached={"w0": 4}), now=0.2)  # 64 of 128 cached
     assert chosen == "w2"
-    assert router.last_decision.phase == "explore"  # type: ignore[union-attr]
-    assert router.last_decision.costs == {  # type: ignore[union-attr]
+    assert router.last_decision.phase == "explore"
+    assert router.last_decision.costs == {
         "w0": pytest.approx(0.48 + 0.064),
         "w1": pytest.approx(0.16 + 0.128),
         "w2": pytest.approx(0.128),
@@ -119,7 +119,7 @@ def test_rebalancing_redirects_exploits_of_the_heaviest_worker_past_th_bal(
     router.choose(make_request("a", 18), now=0.0)  # w0: 0.288 s
     router.choose(make_request("b", 6), now=0.0)  # w1: 0.096 s; 0.288 = 3.0 x 0.096
     chosen = router.choose(make_request("c", 4, prefix=2, cached={"w0": 3}), now=1.0)
-    assert (chosen, router.last_decision.phase) == (expected, phase)  # type: ignore[union-attr]
+    assert (chosen, router.last_decision.phase) == (expected, phase)
 
 
 def test_a_decode_heavy_worker_takes_the_next_uncached_prompt() -> None:
@@ -130,7 +130,7 @@ def test_a_decode_heavy_worker_takes_the_next_uncached_prompt() -> None:
     router.choose(make_request("c", 4, cached={"w0": 4}), now=0.0)  # decode-only on w0 too
     assert router.decode_ratio("w0") == 0.5 and router.decode_ratio("w1") == 1.0
     assert router.choose(make_request("d", 40, prefix=3), now=0.1) == "w1"
-    assert router.last_decision.phase == "prefill_decode"  # type: ignore[union-attr]
+    assert router.last_decision.phase == "prefill_decode"
     router.on_finished("b", now=0.2)
     assert router.decode_ratio("w1") == 0.0
 
@@ -192,7 +192,7 @@ def test_observed_output_lengths_and_time_per_token_replace_the_estimates() -> N
     assert router.decode_load("w0") == 0.0  # finished requests leave the decode part
     router.choose(make_request("b", 1), now=3.0)  # the idle w1 (w0 still has a's prefill in H)
     router.choose(make_request("c", 1), now=3.0)
-    assert router.assignment("c").worker_id == "w0"  # type: ignore[union-attr]
+    assert router.assignment("c").worker_id == "w0"
     assert router.decode_load("w0") == pytest.approx(101 * 0.02)  # observed TPOT on w0
     assert router.decode_load("w1") == pytest.approx(101 * 0.01)  # no observation on w1: cost model
 
@@ -225,11 +225,11 @@ def test_a_hot_prefix_whose_ttft_doubles_on_an_overloaded_worker_is_replicated()
         now = 10.0 + step * 20.0
         rid = f"h{step}"
         assert router.choose(hot_prefix_request(rid, hot), now=now) == "w0"
-        assert router.last_decision.phase == "exploit"  # type: ignore[union-attr]
+        assert router.last_decision.phase == "exploit"
         router.observe_ttft(rid, ttft, now=now + 1.0)
     assert router.replicas(9049) == frozenset({"w1"})
     router.choose(hot_prefix_request("next", hot), now=95.0)
-    assert set(router.last_decision.costs) == {"w0", "w1"}  # type: ignore[union-attr]
+    assert set(router.last_decision.costs) == {"w0", "w1"}
 
 
 def test_a_doubled_ttft_on_a_balanced_cluster_is_not_replicated() -> None:

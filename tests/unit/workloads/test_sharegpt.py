@@ -29,8 +29,7 @@ def test_turns_carry_earlier_messages_and_a_truncated_tail_is_dropped(tmp_path) 
         {"id": "cut", "conversations": [_message("human", 1), _message("gpt", 1)]},
     ]
     _write_truncated(path, records)
-    words = lambda text: len(text.split())  # noqa: E731
-    conversations = load_sharegpt_conversations(path, count_tokens=words, request_class=RequestClass(ttft_slo_s=0.4),
+    conversations = load_sharegpt_conversations(path, count_tokens=count_words, request_class=RequestClass(ttft_slo_s=0.4),
                                                 think_time_s=2.0)
     assert [c.conversation_id for c in conversations] == ["a", "mid"]
     first, second = conversations[0].turns
@@ -48,8 +47,7 @@ def test_context_cap_ends_a_conversation_before_the_turn_that_exceeds_it(tmp_pat
     path = tmp_path / "s.json"
     path.write_text(json.dumps([{"id": "a", "conversations": [
         _message("human", 3), _message("gpt", 5), _message("human", 2), _message("gpt", 7)]}]))
-    words = lambda text: len(text.split())  # noqa: E731
-    [conversation] = load_sharegpt_conversations(path, count_tokens=words, max_context_tokens=16)
+    [conversation] = load_sharegpt_conversations(path, count_tokens=count_words, max_context_tokens=16)
     assert [t.request_id for t in conversation.turns] == ["a-t0"]
 
 
@@ -62,3 +60,7 @@ def test_packaged_dataset_streams_its_first_conversations() -> None:
 
 def test_approximate_count_is_four_characters_a_token() -> None:
     assert [approximate_token_count(text) for text in ("", "abc", "abcd", "abcde")] == [0, 1, 1, 2]
+
+
+def count_words(text: str) -> int:
+    return len(text.split())

@@ -89,8 +89,10 @@ class ForecastClient:
         task.add_done_callback(self._background.discard)
 
     async def _observe(self, prompt: ForecastPrompt, output_tokens: int) -> None:
+        if self._stub is None:
+            return
         try:
-            await self._stub.Observe(  # type: ignore[union-attr]
+            await self._stub.Observe(
                 predictor_pb2.ObserveRequest(prompt=prompt.text, output_tokens=output_tokens, history=prompt.history()),
                 timeout=self._timeout_s * 4)
         except grpc.aio.AioRpcError as error:

@@ -167,7 +167,7 @@ class PlacementLoop:
         try:
             async with asyncio.timeout(self._index_timeout_s):  # unlike wait_for, no task per match
                 cached = await self._match_prefixes(prompts)
-        except Exception as error:  # noqa: BLE001 - the index is advice: degrade, keep placing
+        except Exception as error:
             self._index_retry_at = self._clock() + INDEX_RETRY_S
             self._record_index(False, f"{type(error).__name__}: {error}")
             return [{} for _ in prompts]

@@ -157,7 +157,7 @@ class SchedulerShell:
             await asyncio.sleep(interval_s)
             try:
                 await job()
-            except Exception:  # noqa: BLE001 - keep serving with the last known state
+            except Exception:
                 log.warning("%s failed; keeping the last known state", what, exc_info=True)
 
 

@@ -35,11 +35,14 @@ class TokenizerServicer(tokenizer_pb2_grpc.TokenizerServiceServicer):
     async def Tokenize(self, request: tokenizer_pb2.TokenizeRequest, context: grpc.aio.ServicerContext) -> tokenizer_pb2.TokenizeResponse:
         tokenizer = self._tokenizer(request.model)
         require(1 <= len(request.texts) <= MAX_BATCH, "texts", f"must hold 1..{MAX_BATCH} texts")
-        require(all(len(text) <= MAX_TEXT_CHARS for text in request.texts), "texts", f"each text must be at most {MAX_TEXT_CHARS} characters")
+        require(all(len(text) <= MAX_TEXT_CHARS for text in request.texts), "texts",
+                f"each text must be at most {MAX_TEXT_CHARS} characters")
         ids = await asyncio.to_thread(tokenizer.encode_batch, list(request.texts), request.add_special_tokens)
         return tokenizer_pb2.TokenizeResponse(token_ids=[common_pb2.TokenIds(ids=row) for row in ids])
 
-    async def Detokenize(self, request: tokenizer_pb2.DetokenizeRequest, context: grpc.aio.ServicerContext) -> tokenizer_pb2.DetokenizeResponse:
+    async def Detokenize(
+        self, request: tokenizer_pb2.DetokenizeRequest, context: grpc.aio.ServicerContext
+    ) -> tokenizer_pb2.DetokenizeResponse:
         tokenizer = self._tokenizer(request.model)
         require(1 <= len(request.token_ids) <= MAX_BATCH, "token_ids", f"must hold 1..{MAX_BATCH} lists")
         rows = [list(row.ids) for row in request.token_ids]

@@ -108,7 +108,9 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         waited = await self._agent.lifecycle.load(request.model)
         return worker_pb2.LoadModelResponse(load_s=self._agent.lifecycle.load_seconds.get(request.model, waited))
 
-    async def UnloadModel(self, request: worker_pb2.UnloadModelRequest, context: grpc.aio.ServicerContext) -> worker_pb2.UnloadModelResponse:
+    async def UnloadModel(
+        self, request: worker_pb2.UnloadModelRequest, context: grpc.aio.ServicerContext
+    ) -> worker_pb2.UnloadModelResponse:
         require(bool(request.model), "model", "must be non-empty")
         if request.model == self._primary:
             raise FailedPrecondition(f"model: {request.model!r} is this worker's primary model; stop the worker instead")

@@ -191,14 +191,14 @@ class WorkerShell:
             await asyncio.sleep(self._settings.heartbeat_s)
             try:
                 await self._heartbeat()
-            except Exception:  # noqa: BLE001 - a Redis blip must not kill the worker
+            except Exception:
                 log.warning("heartbeat to Redis failed; retrying", exc_info=True)
 
     async def _publish_cache_events(self, events: AsyncIterator[Sequence[CacheEvent]]) -> None:
         async for batch in events:
             try:
                 await self._index.apply(self._worker_id, batch)
-            except Exception:  # noqa: BLE001 - the index self-heals on the next events and on expiry
+            except Exception:
                 log.warning("writing %d cache events to Redis failed", len(batch), exc_info=True)
 
     async def _expire_prewarms(self) -> None:
