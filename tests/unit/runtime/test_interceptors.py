@@ -7,6 +7,7 @@ import logging
 
 import grpc
 import pytest
+from forethought.domain import InvalidField
 from forethought.rpc.errors import (
     InvalidArgument,
     ResourceExhausted,
@@ -22,6 +23,8 @@ class FailingDemand(demand_pb2_grpc.DemandServiceServicer):
     async def RegisterApplication(self, request, context):
         if request.application == "bad":
             raise InvalidArgument("application", "must match [A-Za-z0-9_.-]{1,128}")
+        if request.application == "broken rule":
+            raise InvalidField("application", "must match [A-Za-z0-9_.-]{1,128}")  # as the domain's rules raise it
         if request.application == "full":
             raise ResourceExhausted("queue is full", retry_after_s=1.5)
         raise RuntimeError("boom")
@@ -42,9 +45,10 @@ async def stub():
     await server.stop(0)
 
 
-async def test_invalid_argument_names_the_field(stub):
+@pytest.mark.parametrize("application", ["bad", "broken rule"])
+async def test_invalid_argument_names_the_field(stub, application):
     with pytest.raises(grpc.aio.AioRpcError) as raised:
-        await stub.RegisterApplication(demand_pb2.RegisterApplicationRequest(application="bad"))
+        await stub.RegisterApplication(demand_pb2.RegisterApplicationRequest(application=application))
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert raised.value.details() == "application: must match [A-Za-z0-9_.-]{1,128}"
     status = rich_status_of(raised.value)

@@ -1,0 +1,48 @@
+"""The request rules, written once in forethought.domain: each broken rule names its field."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from forethought.domain import (
+    MAX_PROMPT_TOKENS,
+    MAX_TOKENS_LIMIT,
+    GenerationRequest,
+    InvalidField,
+    SamplingParams,
+    validate_generation,
+)
+
+VALID = GenerationRequest("r1", (1, 2, 3), max_tokens=4)
+
+
+def test_a_request_that_keeps_every_rule_comes_back_unchanged() -> None:
+    assert validate_generation(VALID) is VALID
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"request_id": ""}, "request_id"),
+    ({"prompt_token_ids": ()}, "prompt_token_ids"),
+    ({"prompt_token_ids": (1, -1)}, "prompt_token_ids"),
+    ({"prompt_token_ids": (1,) * (MAX_PROMPT_TOKENS + 1)}, "prompt_token_ids"),
+    ({"max_tokens": 0}, "max_tokens"),
+    ({"max_tokens": MAX_TOKENS_LIMIT + 1}, "max_tokens"),
+    ({"sampling": SamplingParams(temperature=-0.1)}, "sampling.temperature"),
+    ({"sampling": SamplingParams(top_p=0.0)}, "sampling.top_p"),
+    ({"sampling": SamplingParams(top_p=1.5)}, "sampling.top_p"),
+    ({"sampling": SamplingParams(top_k=-1)}, "sampling.top_k"),
+    ({"ttft_slo_s": -1.0}, "slo"),
+    ({"tpot_slo_s": -0.5}, "slo"),
+])
+def test_a_broken_rule_names_its_field(change: dict[str, object], field: str) -> None:
+    with pytest.raises(InvalidField) as raised:
+        validate_generation(replace(VALID, **change))
+    assert raised.value.field == field
+    assert str(raised.value).startswith(f"{field}: ")
+
+
+def test_the_limits_themselves_are_allowed() -> None:
+    at_limits = replace(VALID, prompt_token_ids=(0,) * MAX_PROMPT_TOKENS, max_tokens=MAX_TOKENS_LIMIT,
+                        sampling=SamplingParams(temperature=0.0, top_p=1.0))
+    assert validate_generation(at_limits) is at_limits
