@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from forethought.domain import ClassLoad, EngineStats, GenerationRequest
-from forethought.queueing import GlobalQueue, QueuedRequest, QueueFull, build_policy
+from forethought.queueing import GlobalQueue, QueuedRequest, QueueFull, build_policy, engine_priority
 from forethought.routing import build_router
 from forethought.scheduling import (
     Dispatcher,
@@ -107,6 +109,17 @@ def test_placement_exploits_the_worker_caching_the_prefix_and_ignores_unknown_wo
     (taken,) = dispatcher.take(0.0)
     placed = dispatcher.place("r1", {"w2": 7, "gone": 8}, now=0.0)
     assert placed is not None and (placed.worker_id, placed.status, placed.attempts) == ("w2", PlacementStatus.DISPATCHED, 1)
+
+
+def test_placement_decides_the_engine_priority_the_worker_is_sent() -> None:
+    dispatcher = make_dispatcher(policy="ssjf")
+    short, long = make_request("short", predicted=10.0), make_request("long", predicted=500.0)
+    submit_all(dispatcher, long, short)
+    place_all(dispatcher)
+    sent = {request.request_id: request.worker_request() for request in (short, long)}
+    assert sent["short"].priority < sent["long"].priority  # the global order, as the engine reads it
+    assert sent["short"].priority == engine_priority(dispatcher.queue.policy, short.queued)
+    assert replace(sent["long"], priority=0) == long.generation  # all else as submitted
 
 
 def test_a_full_queue_refuses_with_a_retry_hint() -> None:
