@@ -191,11 +191,11 @@ class BidirectionalBlockManager:
         """Makes a request that holds nothing read the cached blocks of its prefix; returns tokens reused."""
         if self._cache is None or self._segments.get(request_id):
             return 0
+        size = self.block_size
+        block_ids = self._cache.acquire_chain(block_hashes)
         segments = self._segments.setdefault(request_id, [])
-        for index, block_hash in enumerate(block_hashes):
-            node = self._cache.acquire(block_hash)
-            segments.append(Segment(node.block_id, SEALED, index * self.block_size, self.block_size))
-        self._add_gpu_tokens(request_id, len(block_hashes) * self.block_size)
+        segments.extend([Segment(block_id, SEALED, index * size, size) for index, block_id in enumerate(block_ids)])
+        self._add_gpu_tokens(request_id, len(block_hashes) * size)
         return len(block_hashes) * self.block_size
 
     def allocate(
@@ -245,15 +245,21 @@ class BidirectionalBlockManager:
 
     def release(self, request_id: str) -> None:
         """Frees every slot of the request; its sealed blocks stay cached, tail first in LRU order."""
+        blocks = self._blocks
+        sealed: list[int] = []  # tail first: the LRU end stays a leaf
         for segment in reversed(self._segments.pop(request_id, [])):
-            block = self._blocks[segment.block_id]
+            block = blocks[segment.block_id]
             if segment.side == SEALED:
-                assert self._cache is not None and block.sealed_hash is not None
-                self._cache.release(block.sealed_hash)
+                block_hash = block.sealed_hash
+                assert block_hash is not None  # NOTE: a sealed segment's block is cached
+                sealed.append(block_hash)
                 continue
             block.owners[segment.side] = None
             self._set_count(block, segment.side, 0)
             self._reindex(block)
+        if sealed:
+            assert self._cache is not None  # NOTE: only the prefix cache makes sealed segments
+            self._cache.release_chain(sealed)
         self._host_used -= self.checkpointed_slots(request_id)
         self._host.pop(request_id, None)
         self._gpu_tokens.pop(request_id, None)
@@ -428,8 +434,16 @@ class BidirectionalBlockManager:
     # ---- bookkeeping ---------------------------------------------------------------------------------
 
     def _segment_ending_at(self, request_id: str, position: int) -> Segment | None:
+        segments = self._segments.get(request_id)
+        if not segments:
+            return None
+        last = segments[-1]
+        if last.start + last.count == position:
+            # NOTE: positions are held once, so no other segment with slots ends here too; this spares a
+            # scan of every block of a long prompt that is all cached prefix (a newcomer, a sealed tail).
+            return None if last.side == SEALED else last
         # Newest first: a side just opened for an overwrite must win over an older tail.
-        for segment in reversed(self._segments.get(request_id, ())):
+        for segment in reversed(segments):
             if segment.end == position and segment.side != SEALED:
                 return segment
         return None

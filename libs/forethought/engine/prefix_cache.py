@@ -56,6 +56,35 @@ class PrefixCache:
             matched.append(node)
         return matched
 
+    def match_length(self, block_hashes: Sequence[int], limit: int | None = None) -> int:
+        """``len(match(block_hashes[:limit]))`` in O(log n) lookups, for the chained hashes of one prompt.
+
+        NOTE: a node is only ever inserted under a cached parent (a request seals a block only under a
+        parent it reads) and only leaves are evicted, so the cached blocks of one prompt's chain are always
+        a prefix of it: the longest cached prefix is found by bisection.
+        """
+        nodes = self._nodes
+        low, high = 0, len(block_hashes) if limit is None else min(limit, len(block_hashes))
+        # the first ``low`` blocks are cached; the first ``high + 1`` are not all cached
+        while low < high:
+            middle = (low + high + 1) // 2
+            if block_hashes[middle - 1] in nodes:
+                low = middle
+            else:
+                high = middle - 1
+        return low
+
+    def acquire_chain(self, block_hashes: Sequence[int]) -> list[int]:
+        """``acquire`` of each block in order, in one pass; returns their block ids."""
+        nodes, pop = self._nodes, self._evictable.pop
+        block_ids = []
+        for block_hash in block_hashes:
+            node = nodes[block_hash]
+            node.ref_count += 1
+            pop(block_hash, None)
+            block_ids.append(node.block_id)
+        return block_ids
+
     def acquire(self, block_hash: int) -> CachedBlock:
         """One more request reads this block; it leaves the LRU list while referenced."""
         node = self._nodes[block_hash]
@@ -71,6 +100,17 @@ class PrefixCache:
         node.ref_count -= 1
         if node.ref_count == 0:
             self._evictable[block_hash] = None
+
+    def release_chain(self, block_hashes: Sequence[int]) -> None:
+        """``release`` of each block in order, in one pass."""
+        nodes, evictable = self._nodes, self._evictable
+        for block_hash in block_hashes:
+            node = nodes[block_hash]
+            if node.ref_count <= 0:
+                raise ValueError(f"block {block_hash} released more often than acquired")
+            node.ref_count -= 1
+            if node.ref_count == 0:
+                evictable[block_hash] = None
 
     def insert(
         self, block_hash: int, parent_hash: int, block_id: int, token_ids: tuple[int, ...]

@@ -100,7 +100,7 @@ class Scheduler:
         if self.prefix_cache is None:
             return 0
         limit = (request.num_prompt_tokens - 1) // request.block_size
-        return len(self.prefix_cache.match(request.prompt_block_hashes[:limit])) * request.block_size
+        return self.prefix_cache.match_length(request.prompt_block_hashes, limit) * request.block_size
 
     def schedule(self, now: float, iteration: int) -> SchedulerOutput:
         selection = self.policy.select(self._context(now, iteration))

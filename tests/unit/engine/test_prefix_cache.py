@@ -48,3 +48,39 @@ def test_engine_evicts_cached_blocks_in_lru_order(make_engine, make_request, run
     assert removed == [hashes_a[1]]
     stored = [e for _, out in steps for e in out.cache_events if isinstance(e, BlockStored)]
     assert stored and stored[0].parent_hash == ROOT_PARENT
+
+
+def _chain(cache: PrefixCache, hashes: list[int]) -> None:
+    """Caches ``hashes`` as one prompt's chain (each under the one before), unreferenced."""
+    for block_id, block_hash in enumerate(hashes):
+        cache.insert(block_hash, hashes[block_id - 1] if block_id else ROOT_PARENT, block_id, (block_id,))
+    cache.release_chain(list(reversed(hashes)))
+
+
+def test_match_length_bisects_to_the_longest_cached_prefix() -> None:
+    cache = PrefixCache()
+    _chain(cache, [11, 12, 13, 14])
+    cases = {(): 0, (11,): 1, (11, 12, 13, 14, 15): 4, (11, 12, 99): 2, (99, 11): 0}
+    for hashes, expected in cases.items():
+        assert cache.match_length(hashes) == expected == len(cache.match(hashes))
+    assert cache.match_length((11, 12, 13, 14), limit=3) == 3
+    evicted = cache.evict_lru()
+    assert evicted is not None and evicted.block_hash == 14
+    assert cache.match_length((11, 12, 13, 14)) == 3
+
+
+def test_acquire_and_release_chain_keep_counts_and_lru_order_of_one_block_at_a_time() -> None:
+    chained, single = PrefixCache(), PrefixCache()
+    for cache in (chained, single):
+        _chain(cache, [1, 2, 3])
+        cache.insert(9, ROOT_PARENT, 9, (9,))
+        cache.release(9)
+    assert chained.acquire_chain([1, 2]) == [0, 1]
+    for block_hash in (1, 2):
+        single.acquire(block_hash)
+    assert chained.evictable_hashes() == single.evictable_hashes() == (3, 9)
+    chained.release_chain([2, 1])
+    for block_hash in (2, 1):
+        single.release(block_hash)
+    assert chained.evictable_hashes() == single.evictable_hashes() == (3, 9, 2, 1)
+    assert [chained.node(h).ref_count for h in (1, 2, 3)] == [0, 0, 0]
