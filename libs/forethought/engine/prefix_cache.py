@@ -74,6 +74,22 @@ class PrefixCache:
                 high = middle - 1
         return low
 
+    def referenced_length(self, block_hashes: Sequence[int], limit: int) -> int:
+        """How many of the first ``limit`` blocks of ``block_hashes`` (all cached) some request reads.
+
+        NOTE: every reader of a node reads all its ancestors, so reference counts never grow along a
+        chain: the referenced blocks are a prefix of it, the unreferenced (evictable) ones the rest.
+        """
+        nodes = self._nodes
+        low, high = 0, limit
+        while low < high:
+            middle = (low + high + 1) // 2
+            if nodes[block_hashes[middle - 1]].ref_count > 0:
+                low = middle
+            else:
+                high = middle - 1
+        return low
+
     def acquire_chain(self, block_hashes: Sequence[int]) -> list[int]:
         """``acquire`` of each block in order, in one pass; returns their block ids."""
         nodes, pop = self._nodes, self._evictable.pop

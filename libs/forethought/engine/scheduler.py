@@ -102,6 +102,16 @@ class Scheduler:
         limit = (request.num_prompt_tokens - 1) // request.block_size
         return self.prefix_cache.match_length(request.prompt_block_hashes, limit) * request.block_size
 
+    def pinned_slots(self, request: EngineRequest) -> int:
+        """Slots of evictable cached blocks a waiting request would take out of the free pool by reading
+        its cached prefix: capacity that the request's own admission uses up, so it cannot count it."""
+        cache = self.prefix_cache
+        if cache is None or request.status != _WAITING or request.num_computed_tokens:
+            return 0
+        hashes = request.prompt_block_hashes
+        matched = cache.match_length(hashes, (request.num_prompt_tokens - 1) // request.block_size)
+        return (matched - cache.referenced_length(hashes, matched)) * request.block_size
+
     def schedule(self, now: float, iteration: int) -> SchedulerOutput:
         selection = self.policy.select(self._context(now, iteration))
         log = _CommitLog()
@@ -134,8 +144,8 @@ class Scheduler:
             max_batch_size=self.max_batch_size,
             token_budget=self.token_budget,
             estimate_time=self.estimate_time,
-            free_slots=lambda r: manager.free_capacity(r.request_id, r.service_class),
-            rt_slots_dropping_be=lambda r: manager.rt_capacity_dropping_be(r.request_id),
+            free_slots=lambda r: manager.free_capacity(r.request_id, r.service_class) - self.pinned_slots(r),
+            rt_slots_dropping_be=lambda r: manager.rt_capacity_dropping_be(r.request_id) - self.pinned_slots(r),
             checkpointed_slots=lambda r: manager.checkpointed_slots(r.request_id),
             cached_tokens=self.cached_tokens,
         )

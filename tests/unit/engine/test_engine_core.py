@@ -109,3 +109,29 @@ def test_requests_that_can_never_fit_are_rejected(make_engine, make_request) -> 
     engine = make_engine(num_blocks=2, block_size=16)
     with pytest.raises(ValueError, match="max_tokens"):
         engine.add_request(make_request("big", prompt_len=30, max_tokens=10), 0.0)
+
+
+def test_a_newcomer_is_not_pinned_and_released_every_iteration(make_engine, make_request, run_until_idle) -> None:
+    """20 blocks of 16: "b" decodes in 13 of them, "a" left 2 cached prompt blocks, 5 are free. "w" reads
+    those 2 and needs 100 more tokens. Counted as free, its own cached blocks promised 7 blocks; reading
+    them leaves 5, so it was pinned, refused and released in each of b's 60 iterations. Now it starts with
+    the 79 tokens that fit, is dropped once when b needs a block, and comes back when b is done."""
+    rt = ServiceClass.RT
+    engine = make_engine(num_blocks=20, block_size=16, host_tier_blocks=0)
+    prompt_a = tuple(range(1000, 1033))
+    engine.add_request(make_request("a", prompt=prompt_a, max_tokens=1, service_class=rt), 0.0)
+    now = run_until_idle(engine)[-1][0] + 1.0
+    engine.add_request(make_request("b", prompt_len=200, max_tokens=60, service_class=rt), now)
+    now += engine.step(now).duration_s
+    engine.add_request(make_request("w", prompt=prompt_a[:32] + tuple(range(5000, 5100)), max_tokens=2,
+                                    service_class=rt), now)
+    manager, acquired = engine.block_manager, []
+    acquire_cached = manager.acquire_cached
+    manager.acquire_cached = lambda request_id, hashes: acquired.append(request_id) or acquire_cached(request_id, hashes)
+    steps = run_until_idle(engine, now)
+    admitted = [(index, out.metrics.prefix_hit_tokens, out.metrics.rt_prefill_tokens)
+                for index, (_, out) in enumerate(steps) if out.metrics.rt_prefill_tokens]
+    assert acquired == ["w", "w"]
+    assert admitted == [(0, 32, 79), (59, 48, 84)]
+    assert [index for index, (_, out) in enumerate(steps) if out.metrics.preemptions] == [8]
+    assert len(steps) == 61 and manager.usage().free_slots + manager.usage().evictable_slots == 320
