@@ -8,7 +8,10 @@ many leading prompt blocks each engine caches according to an ``InMemoryPrefixIn
 engines' own cache events. Each engine is the serving
 ``EngineCore``: an iteration runs ``step(now)`` and its tokens appear ``duration_s`` later on the virtual
 clock. Closed-loop batches resubmit when a batch completes; a conversation's next turn arrives a think time
-after the previous turn completes. Same inputs and seeds, same run: nothing reads the wall clock.
+after the previous turn completes. A request no engine could ever hold (prompt + max_tokens over every
+engine's KV capacity) is refused on arrival with its reason, as a serving deployment answers it, and counted
+in the results (``SimulationResult.refused``); a refused conversation turn ends its conversation. Same
+inputs and seeds, same run: nothing reads the wall clock.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from forethought.sim.events import (
     IterationStarted,
     RequestArrived,
 )
-from forethought.sim.metrics import MetricsReport, RequestRecord, summarize_by_class
+from forethought.sim.metrics import MetricsReport, Refusal, RequestRecord, summarize_by_class
 from forethought.workloads.workload import Conversation, TraceRequest, Workload
 
 
@@ -60,13 +63,15 @@ class _Engine:
 
 @dataclass(frozen=True)
 class SimulationResult:
-    """What a run produced: one record per completed request, in completion order."""
+    """What a run produced: one record per completed request, in completion order, and one per request
+    refused on arrival (no engine could ever hold it), in arrival order."""
 
     records: tuple[RequestRecord, ...]
     end_s: float
     horizon_s: float | None
     events: int
     unfinished: int
+    refused: tuple[Refusal, ...] = ()
 
     @property
     def duration_s(self) -> float:
@@ -74,7 +79,7 @@ class SimulationResult:
         return self.horizon_s if self.horizon_s is not None else max(self.end_s, 1e-9)
 
     def metrics(self, duration_s: float | None = None) -> MetricsReport:
-        return summarize_by_class(self.records, duration_s or self.duration_s)
+        return summarize_by_class(self.records, duration_s or self.duration_s, self.refused)
 
 
 UNBOUNDED = 1 << 62
@@ -107,6 +112,7 @@ class ClusterSimulator:
             raise ValueError("the cluster needs at least one engine")
         self._workload = workload
         self._engines = {engine_id: _Engine(core) for engine_id, core in engines.items()}
+        self._kv_capacity_tokens = max(core.config.total_slots for core in engines.values())
         waiting_room = UNBOUNDED if max_waiting_per_engine is None else max_waiting_per_engine
         self._dispatcher = Dispatcher(router, queue, WorkerSlots(waiting_room))
         self._dispatcher.sync_workers({engine_id: WorkerView(engine_id, UNBOUNDED) for engine_id in engines}, 0.0)
@@ -118,6 +124,7 @@ class ClusterSimulator:
         self._arriving: dict[str, _Flight] = {}
         self._batch_outstanding: dict[tuple[int, int], int] = {}
         self._records: list[RequestRecord] = []
+        self._refusals: list[Refusal] = []
         self._dispatch_pending = False
 
     def run(self, until_s: float | None = None) -> SimulationResult:
@@ -135,7 +142,8 @@ class ClusterSimulator:
             for caused in event.handle(self):
                 heapq.heappush(heap, (caused.time_s, caused.order, next(sequence), caused))
         return SimulationResult(tuple(self._records), now, until_s, events,
-                                unfinished=len(self._flights) + len(self._arriving) + self._dispatcher.waiting)
+                                unfinished=len(self._flights) + len(self._arriving) + self._dispatcher.waiting,
+                                refused=tuple(self._refusals))
 
     def _initial_events(self) -> list[Event]:
         events: list[Event] = [RequestArrived(r.arrival_s, r) for r in self._workload.requests]
@@ -150,9 +158,13 @@ class ClusterSimulator:
     # --- event handlers -------------------------------------------------------------------------
 
     def admit(self, request: TraceRequest, now: float) -> Sequence[Event]:
-        """A request arrives: it waits in the global queue until an engine has room."""
+        """A request arrives: it waits in the global queue until an engine has room, or is refused when
+        no engine could ever hold it."""
         flight = self._arriving.pop(request.request_id, None) or _Flight(request, now)
         flight.arrival_s = now
+        needed = request.prompt_tokens + _max_tokens(request)
+        if needed > self._kv_capacity_tokens:
+            return self._refuse(flight, needed, now)
         self._flights[request.request_id] = flight
         queued = QueuedRequest(
             request_id=request.request_id, arrival_s=now, prompt_tokens=request.prompt_tokens,
@@ -245,6 +257,18 @@ class ClusterSimulator:
             return self._batch_member_done(flight.batch, now)
         return ()
 
+    def _refuse(self, flight: _Flight, needed: int, now: float) -> Sequence[Event]:
+        request = flight.request
+        self._refusals.append(Refusal(
+            request_id=request.request_id, service_class=request.service_class, arrival_s=now,
+            prompt_tokens=request.prompt_tokens, max_tokens=_max_tokens(request),
+            reason=(f"prompt_tokens + max_tokens = {needed} exceeds the KV capacity of every engine "
+                    f"({self._kv_capacity_tokens} tokens)"),
+        ))
+        if flight.batch is not None:
+            return self._batch_member_done(flight.batch, now)
+        return ()  # a refused turn ends its conversation: the next turns hold it, so none could fit either
+
     def _next_turn(self, conversation: Conversation, turn: int, now: float) -> Sequence[Event]:
         if turn >= len(conversation.turns):
             return ()
@@ -268,11 +292,16 @@ class ClusterSimulator:
         return [DispatchDue(now)]
 
 
+def _max_tokens(request: TraceRequest) -> int:
+    """The trace fixes the output length: generate exactly that many tokens (at least one)."""
+    return max(1, request.output_tokens)
+
+
 def _generation_request(request: TraceRequest) -> GenerationRequest:
     # The trace fixes the output length: generate exactly that many tokens.
     return GenerationRequest(
         request_id=request.request_id, prompt_token_ids=request.prompt_token_ids(),
-        max_tokens=max(1, request.output_tokens), service_class=request.service_class,
+        max_tokens=_max_tokens(request), service_class=request.service_class,
         priority=0 if request.service_class is ServiceClass.RT else 1,
         ttft_slo_s=request.ttft_slo_s, tpot_slo_s=request.tpot_slo_s,
         sampling=SamplingParams(ignore_eos=True),

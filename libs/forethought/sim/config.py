@@ -1,7 +1,10 @@
 """A simulated cluster from one configuration: engines, router and queue built by name (STYLE habit 5).
 
-Engines are ``EngineCore``s over a ``CostModelExecutor`` of a named profile; unless the engine config sets
-it, each engine's KV capacity is the profile's (``kv_capacity_tokens``). Routers come from
+Engines are ``EngineCore``s over a ``CostModelExecutor`` of a named profile. Each engine's KV capacity is
+stated in ``ClusterConfig``: ``kv_capacity_tokens`` when set, else the profile's (``CostProfile.kv_capacity_tokens``:
+the GPU memory a serving engine may use, 90%, less the weights, over the model's KV bytes per token;
+``llama-7b-a100`` holds 111,618 tokens, docs/simulator.md), or ``engine.num_blocks`` with
+``use_profile_capacity=False``. Routers come from
 ``forethought.routing.build_router`` and queue orders from ``forethought.queueing.build_policy``, so a
 benchmark swaps any of them by name.
 """
@@ -27,7 +30,10 @@ class ClusterConfig:
     Args:
         engines: number of engines (ids ``engine-0`` ... ``engine-{n-1}``).
         profile: cost profile name (``forethought.costmodel.profile_names()``).
-        engine: engine knobs; ``num_blocks`` of 0 takes the profile's KV capacity.
+        engine: engine knobs; its ``num_blocks`` counts only with ``use_profile_capacity=False`` and no
+            ``kv_capacity_tokens``.
+        kv_capacity_tokens: KV tokens each engine holds (rounded down to whole blocks); None: the profile's
+            when ``use_profile_capacity`` is set, else ``engine.num_blocks`` blocks.
         router / router_options: placement policy by name.
         queue_policy / queue_options: global queue order by name.
         queue_capacity: most requests waiting in the global queue.
@@ -38,6 +44,7 @@ class ClusterConfig:
     profile: str = "llama-13b-a100"
     engine: EngineConfig = field(default_factory=lambda: EngineConfig(num_blocks=1))
     use_profile_capacity: bool = True
+    kv_capacity_tokens: int | None = None
     router: str = "round_robin"
     router_options: Mapping[str, Any] = field(default_factory=dict)
     queue_policy: str = "fcfs"
@@ -46,10 +53,13 @@ class ClusterConfig:
     max_waiting_per_engine: int | None = 8
 
     def engine_config(self) -> EngineConfig:
-        """The engine config with the profile's KV capacity when ``use_profile_capacity`` is set."""
-        if not self.use_profile_capacity:
+        """The engine config with the stated KV capacity (see ``kv_capacity_tokens``)."""
+        if self.kv_capacity_tokens is not None:
+            capacity = self.kv_capacity_tokens
+        elif self.use_profile_capacity:
+            capacity = get_profile(self.profile).kv_capacity_tokens
+        else:
             return self.engine
-        capacity = get_profile(self.profile).kv_capacity_tokens
         return replace(self.engine, num_blocks=capacity // self.engine.block_size)
 
 

@@ -3,7 +3,9 @@
 Per request: job completion time (JCT), time to first token (TTFT), time per output token after the first
 (TPOT) and normalized latency (JCT / output tokens). Per class (RT, BE, all): mean, p50, p95 and p99 of
 each; SLO attainment for TTFT, TPOT and both; throughput in requests and output tokens per second; and the
-prefix hit ratio (cached prompt tokens / prompt tokens). Percentiles interpolate linearly between ranks.
+prefix hit ratio (cached prompt tokens / prompt tokens); and the requests refused on arrival (``Refusal``: no
+engine could ever hold them), counted apart from every other figure. Percentiles interpolate linearly between
+ranks.
 """
 
 from __future__ import annotations
@@ -61,6 +63,18 @@ class RequestRecord:
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """A request the cluster refused on arrival instead of serving, and why (it never ran)."""
+
+    request_id: str
+    service_class: ServiceClass
+    arrival_s: float
+    prompt_tokens: int
+    max_tokens: int
+    reason: str
+
+
+@dataclass(frozen=True)
 class Distribution:
     """Mean and tail percentiles of a sample (NaN when the sample is empty)."""
 
@@ -97,6 +111,8 @@ class ClassMetrics:
     requests_per_s: float
     output_tokens_per_s: float
     prefix_hit_ratio: float
+    refused: int = 0
+    """Requests of this set refused on arrival (not in ``count`` or any other figure)."""
 
 
 @dataclass(frozen=True)
@@ -111,8 +127,9 @@ class MetricsReport:
         return self.by_class.get(service_class) or summarize([], 1.0)
 
 
-def summarize(records: Sequence[RequestRecord], duration_s: float) -> ClassMetrics:
-    """Metrics of ``records``; throughputs divide by ``duration_s`` (the measured window)."""
+def summarize(records: Sequence[RequestRecord], duration_s: float, refused: int = 0) -> ClassMetrics:
+    """Metrics of ``records`` (and ``refused``, the count of refused requests); throughputs divide by
+    ``duration_s`` (the measured window)."""
     if duration_s <= 0:
         raise ValueError(f"duration_s must be positive, got {duration_s}")
     prompt_tokens = sum(record.prompt_tokens for record in records)
@@ -129,18 +146,24 @@ def summarize(records: Sequence[RequestRecord], duration_s: float) -> ClassMetri
         output_tokens_per_s=sum(record.output_tokens for record in records) / duration_s,
         prefix_hit_ratio=(sum(record.cached_prompt_tokens for record in records) / prompt_tokens
                           if prompt_tokens else math.nan),
+        refused=refused,
     )
 
 
-def summarize_by_class(records: Iterable[RequestRecord], duration_s: float) -> MetricsReport:
-    """Metrics of all ``records`` and of each service class among them."""
+def summarize_by_class(records: Iterable[RequestRecord], duration_s: float,
+                       refusals: Iterable[Refusal] = ()) -> MetricsReport:
+    """Metrics of all ``records`` and of each service class among them (or among ``refusals``)."""
     ordered = list(records)
     by_class: dict[ServiceClass, list[RequestRecord]] = {}
     for record in ordered:
         by_class.setdefault(record.service_class, []).append(record)
+    refused: dict[ServiceClass, int] = {}
+    for refusal in refusals:
+        refused[refusal.service_class] = refused.get(refusal.service_class, 0) + 1
+        by_class.setdefault(refusal.service_class, [])
     return MetricsReport(
-        overall=summarize(ordered, duration_s),
-        by_class={cls: summarize(group, duration_s) for cls, group in sorted(by_class.items())},
+        overall=summarize(ordered, duration_s, sum(refused.values())),
+        by_class={cls: summarize(group, duration_s, refused.get(cls, 0)) for cls, group in sorted(by_class.items())},
     )
 
 

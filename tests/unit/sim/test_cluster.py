@@ -138,3 +138,37 @@ def test_closed_loop_stops_submitting_at_its_stop_time() -> None:
     assert result.unfinished == 0
     assert max(r.arrival_s for r in result.records) < 3.0
     assert max(r.finish_s for r in result.records) > 3.0  # the last batch still completes
+
+
+def test_a_request_no_engine_can_hold_is_refused_with_its_reason_and_counted() -> None:
+    """Engines of 10 blocks of 16 tokens: "big" (150 + 20) and every closed-loop BE request (200 + its
+    output) are refused on arrival; a refused batch counts as done, so the next one is submitted at once."""
+    config = ClusterConfig(engines=2, engine=EngineConfig(num_blocks=1), kv_capacity_tokens=160)
+    batches = ClosedLoopBatches("be", batch_size=2, prompt_tokens=(200, 200), max_batches=2, seed=0)
+    requests = (make_request("a", 0.0, output=3), make_request("big", 0.1, prompt=150, output=20),
+                make_request("b", 0.2, prompt=150, output=10))
+    result = build_simulator(Workload(requests=requests, batches=(batches,)), config).run()
+    assert sorted(r.request_id for r in result.records) == ["a", "b"]
+    assert [(r.request_id, r.arrival_s, r.prompt_tokens, r.max_tokens) for r in result.refused] == [
+        ("be-b0-0", 0.0, 200, 114), ("be-b0-1", 0.0, 200, 93), ("be-b1-0", 0.0, 200, 82),
+        ("be-b1-1", 0.0, 200, 118), ("big", 0.1, 150, 20)]
+    assert result.refused[-1].reason == (
+        "prompt_tokens + max_tokens = 170 exceeds the KV capacity of every engine (160 tokens)")
+    metrics = result.metrics()
+    assert (metrics.overall.count, metrics.overall.refused) == (2, 5)
+    assert (metrics.of(ServiceClass.RT).refused, metrics.of(ServiceClass.BE).refused) == (1, 4)
+    assert metrics.of(ServiceClass.BE).count == 0 and result.unfinished == 0
+
+
+@pytest.mark.parametrize(
+    ("config", "blocks"),
+    [
+        (ClusterConfig(profile="llama-7b-a100"), 111_618 // 16),
+        (ClusterConfig(profile="llama-7b-a100", kv_capacity_tokens=65_536), 4096),
+        (ClusterConfig(engine=EngineConfig(num_blocks=12), use_profile_capacity=False), 12),
+        (ClusterConfig(engine=EngineConfig(num_blocks=12), use_profile_capacity=False, kv_capacity_tokens=100), 6),
+    ],
+    ids=["profile", "stated", "engine-blocks", "stated-over-engine-blocks"],
+)
+def test_the_kv_capacity_of_an_engine_is_stated(config: ClusterConfig, blocks: int) -> None:
+    assert config.engine_config().num_blocks == blocks
