@@ -1,6 +1,8 @@
 """Application demand (Hermes sections 3.2-3.4): PDGraphs, Monte Carlo estimates with online refinement,
-Gittins and least-slack ranks, and prewarm decisions. Pure: randomness and time come in as arguments."""
+Gittins and least-slack ranks, and prewarm decisions. Pure: randomness and time come in as arguments;
+the only I/O is ``load_application`` reading the file it is given."""
 
+from forethought.demand.application_file import PROFILING_RUNS, application_from_dict, load_application
 from forethought.demand.consumption import Consumption, DemandVariable, Observation, UnitExecution
 from forethought.demand.estimate import (
     MAX_WALK_UNITS,
@@ -32,6 +34,7 @@ __all__ = [
     "EXPECTED_EFFECTIVENESS",
     "MAX_RECORDED",
     "MAX_WALK_UNITS",
+    "PROFILING_RUNS",
     "WALKS",
     "BackendKind",
     "BackendSpec",
@@ -52,6 +55,7 @@ __all__ = [
     "RunPosition",
     "UnitExecution",
     "UnitProfile",
+    "application_from_dict",
     "bucketed_pearson",
     "correlations",
     "discretize",
@@ -59,5 +63,6 @@ __all__ = [
     "graph_from_dict",
     "graph_to_dict",
     "least_slack",
+    "load_application",
     "prewarm_decisions",
 ]
