@@ -4,9 +4,10 @@ Preble compares E2 with round-robin SGLang on prefix-heavy workloads (tool use, 
 and reports mean and p99 request latency. This benchmark replays four workloads through
 ``forethought.sim`` with 4 and 8 engines, changing only the router (by name):
 
-- ``mooncake``: a Mooncake-format trace (``--mooncake PATH``; without one a synthetic trace is generated
-  deterministically in that format: Zipf-popular documents of 2-6 shared 512-token blocks, a private
-  block per request, Poisson arrivals; see ``synthetic_mooncake_records``).
+- ``mooncake``: a Mooncake-format trace (``--mooncake PATH``, its arrival times scaled to the rate with
+  their bursts kept; without one a synthetic trace is generated deterministically in that format:
+  Zipf-popular documents of 2-6 shared 512-token blocks, a private block per request, Poisson arrivals;
+  see ``synthetic_mooncake_records``).
 - ``sharegpt``: ShareGPT multi-turn conversations (each turn's prompt holds the earlier turns).
 - ``toolprompt``: tool calls with Zipf-popular tool prompts (1,500-3,000 tokens) and short queries.
 - ``azure-tool``: the same tool calls at the arrival times of the Azure LLM inference trace's code
@@ -39,7 +40,7 @@ from forethought.domain.block_hashes import chained_block_hashes
 from forethought.engine.core import EngineConfig
 from forethought.sim.config import ClusterConfig, build_simulator
 from forethought.workloads.azure import azure_arrivals
-from forethought.workloads.mooncake import MOONCAKE_BLOCK_TOKENS, load_mooncake_trace
+from forethought.workloads.mooncake import MOONCAKE_BLOCK_TOKENS, at_rate, load_mooncake_trace
 from forethought.workloads.sharegpt import load_sharegpt_conversations
 from forethought.workloads.workload import (
     Conversation,
@@ -134,7 +135,7 @@ def synthetic_mooncake_records(count: int, rate_per_s: float, seed: int = 0) -> 
 
 def mooncake_workload(count: int, rate_per_s: float, trace: Path | None, seed: int) -> Workload:
     if trace is not None:
-        return Workload(requests=tuple(load_mooncake_trace(trace, limit=count)))
+        return Workload(requests=tuple(at_rate(load_mooncake_trace(trace, limit=count), rate_per_s)))
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "mooncake-synthetic.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in synthetic_mooncake_records(count, rate_per_s, seed)))

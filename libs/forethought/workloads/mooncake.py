@@ -3,11 +3,13 @@
 Each line: ``timestamp`` (ms since the trace start), ``input_length``, ``output_length`` and ``hash_ids``,
 one id per 512-token block of the prompt. Each id expands into the same 512-token run wherever it occurs,
 so requests with equal leading ids share an exact token prefix; the last block is cut to the prompt length.
+``at_rate`` scales a trace's arrival times to a chosen mean rate, keeping the shape of its bursts.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from forethought.workloads.workload import RequestClass, TokenSegment, TraceRequest
@@ -55,3 +57,19 @@ def load_mooncake_trace(
                 tpot_slo_s=request_class.tpot_slo_s,
             ))
     return requests
+
+
+def at_rate(requests: Sequence[TraceRequest], rate_per_s: float) -> list[TraceRequest]:
+    """The requests re-timed so their mean rate from the trace's start (time 0) is ``rate_per_s``: every
+    arrival time is multiplied by one factor, so the trace's bursts and lulls keep their shape.
+
+    Raises:
+        ValueError: ``rate_per_s`` is not positive.
+    """
+    if rate_per_s <= 0:
+        raise ValueError(f"rate_per_s must be positive, got {rate_per_s}")
+    if not requests:
+        return []
+    last = max(request.arrival_s for request in requests)
+    factor = len(requests) / rate_per_s / last if last > 0 else 1.0
+    return [request.at(request.arrival_s * factor) for request in requests]
