@@ -4,6 +4,7 @@ the only I/O is ``load_application`` reading the file it is given."""
 
 from forethought.demand.application_file import PROFILING_RUNS, application_from_dict, load_application
 from forethought.demand.consumption import Consumption, DemandVariable, Observation, UnitExecution
+from forethought.demand.distribution import DiscreteDemand, discretize
 from forethought.demand.estimate import (
     MAX_WALK_UNITS,
     WALKS,
@@ -15,7 +16,7 @@ from forethought.demand.estimate import (
 )
 from forethought.demand.graph import END, MAX_RECORDED, BackendKind, BackendSpec, FunctionalUnit, PDGraph, UnitProfile
 from forethought.demand.prewarm_decision import EXPECTED_EFFECTIVENESS, PrewarmDecision, prewarm_decisions
-from forethought.demand.rank import DiscreteDemand, discretize, gittins_rank, least_slack
+from forethought.demand.rank import gittins_rank, least_slack
 from forethought.demand.refinement import (
     BUCKETS,
     CORRELATION_THRESHOLD,

@@ -18,8 +18,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from forethought.demand.consumption import Consumption, Observation, UnitExecution
+from forethought.demand.distribution import DiscreteDemand, discretize
 from forethought.demand.graph import END, BackendKind, BackendSpec, PDGraph
 from forethought.demand.refinement import BUCKETS, CORRELATION_THRESHOLD, RecordFilter
 from forethought.domain import InvalidField, require
@@ -56,10 +58,15 @@ class RunPosition:
 
 @dataclass(frozen=True)
 class DemandEstimate:
-    """Paired samples, one per walk: the current unit's demand and the demand of it and all after it."""
+    """Paired samples, one per walk: the current unit's demand and the demand of it and all after it.
+
+    The discretized forms are computed once, on first use, so re-ranking an application every bucket
+    period as its attained service grows costs a sweep over at most ``buckets`` points.
+    """
 
     current_s: tuple[float, ...]
     total_s: tuple[float, ...]
+    buckets: int = BUCKETS
 
     @property
     def mean_s(self) -> float:
@@ -69,6 +76,19 @@ class DemandEstimate:
     def worst_s(self) -> float:
         return max(self.total_s)
 
+    @cached_property
+    def downstream_s(self) -> tuple[float, ...]:
+        """Per walk, the demand of the units after the current one."""
+        return tuple(total - current for total, current in zip(self.total_s, self.current_s))
+
+    @cached_property
+    def total(self) -> DiscreteDemand:
+        return discretize(self.total_s, self.buckets)
+
+    @cached_property
+    def downstream(self) -> DiscreteDemand:
+        return discretize(self.downstream_s, self.buckets)
+
     def remaining_after(self, attained_s: float) -> list[float]:
         """Samples of the demand still to come once the current unit has had ``attained_s`` of service.
 
@@ -77,9 +97,7 @@ class DemandEstimate:
         """
         require(attained_s >= 0, "attained_s", "must be >= 0")
         beyond = [total - attained_s for total in self.total_s if total > attained_s]
-        if beyond:
-            return beyond
-        return [total - current for total, current in zip(self.total_s, self.current_s)]
+        return beyond if beyond else list(self.downstream_s)
 
 
 class DemandEstimator:
@@ -131,7 +149,7 @@ class DemandEstimator:
             first_s, walk_s = self._walk(position, rng)
             current.append(first_s)
             total.append(walk_s)
-        return DemandEstimate(tuple(current), tuple(total))
+        return DemandEstimate(tuple(current), tuple(total), self.buckets)
 
     def unit_seconds(self, position: RunPosition) -> list[float]:
         """Seconds of each record the current unit is sampled from (refined as in ``estimate``), sorted."""
@@ -148,7 +166,8 @@ class DemandEstimator:
         for step in range(self.max_walk_units):
             index = rng.choice(self._candidates(unit, upstream, input_tokens))
             seconds = self._unit_seconds(unit)[index]
-            first_s = seconds if step == 0 else first_s
+            if step == 0:
+                first_s = seconds
             walk_s += seconds
             targets, weights = self._branches[unit]
             following = rng.choices(targets, weights)[0]

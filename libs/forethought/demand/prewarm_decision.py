@@ -59,7 +59,8 @@ def prewarm_decisions(
     durations = estimator.unit_seconds(position)
     decisions = []
     for unit, selection in estimator.graph.branch_probabilities(position.unit).items():
-        if unit == END or not is_cold(backend := estimator.graph.units[unit].backend):
+        backend = estimator.graph.units[unit].backend if unit != END else None
+        if backend is None or not is_cold(backend):
             continue
         warmup_s = prewarm_seconds(backend)
         require(warmup_s >= 0, f"prewarm_seconds({unit})", "must be >= 0")

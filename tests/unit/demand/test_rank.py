@@ -45,8 +45,16 @@ def test_gittins_orders_differently_from_the_mean() -> None:
 
 def test_rank_is_the_queueing_index_over_the_discretized_samples() -> None:
     samples = single_unit(*(float(x) for x in range(1, 101)))
-    demand = discretize(samples.remaining_after(30.0))
-    assert gittins_rank(samples, 30.0) == gittins_index(demand.values, demand.probabilities)
+    demand = discretize(samples.total_s)
+    assert samples.total == demand
+    assert gittins_rank(samples, 30.0) == gittins_index(demand.values, demand.probabilities, attained=30.0)
+
+
+def test_the_distribution_is_built_once_per_estimate() -> None:
+    samples = single_unit(1.0, 10.0)
+    gittins_rank(samples, 0.0)
+    assert samples.total is samples.total
+    assert samples.total.bucket_width_s == pytest.approx(0.9)
 
 
 def test_an_overrun_unit_is_ranked_by_what_follows_it() -> None:
@@ -60,3 +68,10 @@ def test_least_slack_is_the_deadline_less_the_worst_remaining_demand() -> None:
     estimate = DemandEstimate(current_s=(1.0, 2.0), total_s=(3.0, 7.0))
     assert least_slack(estimate, attained_s=1.0, deadline_s=20.0, now_s=10.0) == pytest.approx(4.0)
     assert least_slack(estimate, attained_s=0.0, deadline_s=12.0, now_s=10.0) == pytest.approx(-5.0)
+    # Past every sample: the worst of what follows the current unit (7 - 2 = 5 s) remains.
+    assert least_slack(estimate, attained_s=9.0, deadline_s=20.0, now_s=10.0) == pytest.approx(5.0)
+
+
+def test_attained_service_cannot_be_negative() -> None:
+    with pytest.raises(InvalidField, match="attained_s: must be >= 0"):
+        gittins_rank(single_unit(1.0), -1.0)
