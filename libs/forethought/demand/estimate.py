@@ -19,6 +19,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import accumulate
 
 from forethought.demand.consumption import Consumption, Observation, UnitExecution
 from forethought.demand.distribution import DiscreteDemand, discretize
@@ -133,7 +134,8 @@ class DemandEstimator:
         self._version = -1
         self._records: dict[str, Sequence[Observation]] = {}
         self._seconds: dict[str, list[float]] = {}
-        self._branches: dict[str, tuple[list[str], list[float]]] = {}
+        self._branches: dict[str, tuple[list[str], list[float]]] = {}  # targets, cumulative weights
+        self._every_record: dict[str, list[int]] = {}
         self._filters: dict[tuple[str, str | None], RecordFilter] = {}
 
     def estimate(self, position: RunPosition, rng: random.Random) -> DemandEstimate:
@@ -155,8 +157,7 @@ class DemandEstimator:
         """Seconds of each record the current unit is sampled from (refined as in ``estimate``), sorted."""
         self._refresh()
         self.graph.unit(position.unit, "position.unit")
-        upstream = position.upstream
-        indices = self._candidates(position.unit, upstream, position.input_tokens)
+        indices = self._candidates(position.unit, position.upstream, position.input_tokens)
         seconds = self._unit_seconds(position.unit)
         return sorted(seconds[i] for i in indices)
 
@@ -169,8 +170,8 @@ class DemandEstimator:
             if step == 0:
                 first_s = seconds
             walk_s += seconds
-            targets, weights = self._branches[unit]
-            following = rng.choices(targets, weights)[0]
+            targets, cumulative = self._branches[unit]
+            following = rng.choices(targets, cum_weights=cumulative)[0]
             if following == END:
                 break
             upstream = UnitExecution(unit, self._records[unit][index].consumption)
@@ -182,7 +183,7 @@ class DemandEstimator:
         if not records:
             raise InvalidField(f"units.{unit}", "has no recorded execution to sample demand from")
         if not self.refine:
-            return list(range(len(records)))
+            return self._every_record[unit]
         upstream_unit = upstream.unit if upstream is not None else None
         key = (unit, upstream_unit)
         if key not in self._filters:
@@ -209,6 +210,7 @@ class DemandEstimator:
         self._branches = {}
         for name in self.graph.units:
             probabilities = self.graph.branch_probabilities(name)
-            self._branches[name] = (list(probabilities), list(probabilities.values()))
+            self._branches[name] = (list(probabilities), list(accumulate(probabilities.values())))
+        self._every_record = {name: list(range(len(records))) for name, records in self._records.items()}
         self._seconds.clear()
         self._filters.clear()

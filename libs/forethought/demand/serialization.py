@@ -18,7 +18,7 @@ from typing import Any
 from forethought.demand.consumption import Consumption, Observation, UnitExecution
 from forethought.demand.graph import END, MAX_RECORDED, BackendKind, BackendSpec, FunctionalUnit, PDGraph
 from forethought.demand.schema import integer, mapping, no_unknown_keys, number, sequence, text
-from forethought.domain import InvalidField
+from forethought.domain import InvalidField, require
 
 
 def graph_to_dict(graph: PDGraph) -> dict[str, Any]:
@@ -59,7 +59,7 @@ def graph_from_dict(data: object) -> PDGraph:
     for item, unit in zip(units_data, units):
         field = f"units.{unit.name}.records"
         for index, record in enumerate(sequence(item.get("records", []), field)):
-            observation, jump = _record_from_dict(graph, record, f"{field}[{index}]")
+            observation, jump = _record_from_dict(graph, unit, record, f"{field}[{index}]")
             graph.profiles[unit.name].add(observation, jump)
     return graph
 
@@ -108,19 +108,22 @@ def _record_to_dict(observation: Observation, jump: str) -> dict[str, Any]:
     }
 
 
-def _record_from_dict(graph: PDGraph, data: object, field: str) -> tuple[Observation, str]:
+def _record_from_dict(graph: PDGraph, unit: FunctionalUnit, data: object, field: str) -> tuple[Observation, str]:
     record = mapping(data, field)
     no_unknown_keys(record, {"consumption", "upstream", "jump"}, field)
     consumption = Consumption.from_dict(record.get("consumption", {}), f"{field}.consumption")
     jump = text(record.get("jump"), f"{field}.jump")
     if jump != END:
         graph.unit(jump, f"{field}.jump")
+    allowed = jump in unit.next_units or (jump == END and unit.may_end())
+    require(allowed, f"{field}.jump", f"'{unit.name}' does not lead to '{jump}' in the graph")
     upstream = None
     if record.get("upstream") is not None:
         upstream_data = mapping(record["upstream"], f"{field}.upstream")
         no_unknown_keys(upstream_data, {"unit", "consumption"}, f"{field}.upstream")
-        unit = graph.unit(text(upstream_data.get("unit"), f"{field}.upstream.unit"), f"{field}.upstream.unit").name
-        upstream = UnitExecution(unit, Consumption.from_dict(upstream_data.get("consumption", {}), f"{field}.upstream.consumption"))
+        upstream_unit = graph.unit(text(upstream_data.get("unit"), f"{field}.upstream.unit"), f"{field}.upstream.unit").name
+        upstream_consumption = Consumption.from_dict(upstream_data.get("consumption", {}), f"{field}.upstream.consumption")
+        upstream = UnitExecution(upstream_unit, upstream_consumption)
     return Observation(consumption, upstream), jump
 
 

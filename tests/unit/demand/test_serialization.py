@@ -79,6 +79,16 @@ INVALID_DICTS = {
         "units.test.records[0].jump",
         "unknown unit 'deploy' in application 'code_generation'",
     ),
+    "jump along an undeclared edge": (
+        broken(("units", 0, "records", 0, "jump"), "fix"),
+        "units.write.records[0].jump",
+        "'write' does not lead to 'fix' in the graph",
+    ),
+    "ending where the unit cannot end": (
+        broken(("units", 0, "records", 0, "jump"), "end"),
+        "units.write.records[0].jump",
+        "'write' does not lead to 'end' in the graph",
+    ),
 }
 
 
