@@ -74,11 +74,15 @@ def load_application(path: str | Path, rng: random.Random | None = None) -> PDGr
     if path.suffix in (".yaml", ".yml"):
         if yaml is None:
             raise InvalidField("path", f"{path.name}: reading YAML needs PyYAML installed")
-        data = yaml.safe_load(path.read_text())
+        parse, syntax_error = yaml.safe_load, yaml.YAMLError
     elif path.suffix == ".json":
-        data = json.loads(path.read_text())
+        parse, syntax_error = json.loads, json.JSONDecodeError
     else:
         raise InvalidField("path", f"{path.name}: must end in .yaml, .yml or .json")
+    try:
+        data = parse(path.read_text())
+    except syntax_error as error:
+        raise InvalidField("path", f"{path.name}: not valid {path.suffix[1:].upper()}: {error}") from error
     return application_from_dict(data, rng)
 
 

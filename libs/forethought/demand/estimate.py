@@ -142,10 +142,11 @@ class DemandEstimator:
         """``walks`` samples of the demand from the start of ``position.unit`` to the end of the run.
 
         Raises:
-            InvalidField: the unit is unknown, or a unit a walk reaches has no recorded execution.
+            InvalidField: the position names an unknown unit or a negative length, or a unit a walk
+                reaches has no recorded execution.
         """
         self._refresh()
-        self.graph.unit(position.unit, "position.unit")
+        self._validate(position)
         current, total = [], []
         for _ in range(self.walks):
             first_s, walk_s = self._walk(position, rng)
@@ -156,10 +157,17 @@ class DemandEstimator:
     def unit_seconds(self, position: RunPosition) -> list[float]:
         """Seconds of each record the current unit is sampled from (refined as in ``estimate``), sorted."""
         self._refresh()
-        self.graph.unit(position.unit, "position.unit")
+        self._validate(position)
         indices = self._candidates(position.unit, position.upstream, position.input_tokens)
         seconds = self._unit_seconds(position.unit)
         return sorted(seconds[i] for i in indices)
+
+    def _validate(self, position: RunPosition) -> None:
+        self.graph.unit(position.unit, "position.unit")
+        if position.upstream is not None:
+            self.graph.unit(position.upstream.unit, "position.upstream.unit")
+            position.upstream.consumption.validate("position.upstream")
+        require(position.input_tokens is None or position.input_tokens >= 0, "position.input_tokens", "must be >= 0")
 
     def _walk(self, position: RunPosition, rng: random.Random) -> tuple[float, float]:
         unit, upstream, input_tokens = position.unit, position.upstream, position.input_tokens

@@ -195,3 +195,11 @@ def test_an_unknown_suffix_is_refused(tmp_path: Path) -> None:
     path.write_text("")
     with pytest.raises(InvalidField, match="path: app.toml: must end in .yaml, .yml or .json"):
         load_application(path)
+
+
+@pytest.mark.parametrize(("name", "content"), [("app.json", "{units: 1"), ("app.yaml", "units: [a, b")])
+def test_a_file_that_does_not_parse_is_named(tmp_path: Path, name: str, content: str) -> None:
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(InvalidField, match=f"^path: {name}: not valid (JSON|YAML): "):
+        load_application(path)

@@ -135,6 +135,12 @@ def test_an_unknown_or_unprofiled_unit_is_named() -> None:
         estimate(graph, RunPosition("c"))
     with pytest.raises(InvalidField, match="^units.a: has no recorded execution to sample demand from$"):
         estimate(graph, RunPosition("a"))
+    with pytest.raises(InvalidField, match="^position.upstream.unit: unknown unit 'z'"):
+        estimate(chain(), RunPosition("check", upstream=llm_step("z")))
+    with pytest.raises(InvalidField, match="^position.upstream.output_tokens: must be >= 0$"):
+        estimate(chain(), RunPosition("check", upstream=llm_step("draft", output_tokens=-1)))
+    with pytest.raises(InvalidField, match="^position.input_tokens: must be >= 0$"):
+        estimate(chain(), RunPosition("draft", input_tokens=-1))
 
 
 def test_remaining_demand_is_conditioned_on_the_attained_service() -> None:
