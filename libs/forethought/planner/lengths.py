@@ -6,7 +6,8 @@ caps it: ``l_out = min(X, y, l_max - l_in)`` with ``y`` the job's explicit limit
 longest sequence.
 
 ``load_castillo(path)`` reads the lengths of 13 open models from a CASTILLO file (the dataset's
-``output_sizes``, ten answers per prompt); the data stays where it is, the path is the caller's.
+``output_sizes``, ten answers per prompt); the data stays where it is (``castillo_path()`` finds the shared
+copy), the path is the caller's.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from forethought.workloads.data_dir import default_data_dir
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,14 @@ def capped_length(sampled: int, prompt_tokens: int, max_seq_len: int, limit: int
     if limit is not None:
         capped = min(capped, limit)
     return max(1, capped)
+
+
+CASTILLO_FILE = "castillo_train_validate.jsonl.gz"
+
+
+def castillo_path(data_dir: Path | str | None = None) -> Path:
+    """The CASTILLO file under ``data_dir`` (default: ``forethought.workloads``' data directory)."""
+    return Path(data_dir if data_dir is not None else default_data_dir()) / "castillo" / CASTILLO_FILE
 
 
 def read_castillo(path: Path | str, split: str | None = None) -> dict[str, list[int]]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from forethought.planner import OutputLengthCDF, capped_length, load_castillo, read_castillo
+from forethought.planner.lengths import castillo_path
 
 
 def test_the_ecdf_steps_at_each_observation() -> None:
@@ -59,3 +60,15 @@ def test_castillo_rows_give_one_ecdf_per_model(tmp_path: Path) -> None:
     assert read_castillo(path) == {"m1": [5, 7, 9], "m2": [3]}
     assert read_castillo(path, split="train") == {"m1": [5, 7], "m2": [3]}
     assert load_castillo(path)["m1"].lengths == (5, 7, 9)
+
+
+CASTILLO = castillo_path()
+
+
+@pytest.mark.skipif(not CASTILLO.exists(), reason="the CASTILLO file is not on this machine")
+def test_the_shared_castillo_file_gives_thirteen_models() -> None:
+    cdfs = load_castillo(CASTILLO, split="validate")
+    assert len(cdfs) == 13
+    llama = cdfs["meta-llama--Llama-3.1-8B-Instruct"]
+    assert llama.lengths[0] >= 1
+    assert 0.0 < llama.cdf(llama.quantile(0.5)) <= 1.0

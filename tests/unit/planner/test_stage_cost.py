@@ -11,6 +11,9 @@ from forethought.planner import (
     ExecutionPlan,
     Job,
     JobRequest,
+    LatencyCoefficients,
+    LinearLatencyExecutor,
+    LinearTerms,
     LoadTimeModel,
     OutputLengthCDF,
     chain_summary_job,
@@ -93,3 +96,12 @@ def _with_length(request: JobRequest, output: int) -> JobRequest:
 
 def _cdf() -> OutputLengthCDF:
     return OutputLengthCDF.from_observations([5])
+
+
+def test_a_fitted_linear_executor_drives_the_simulation() -> None:
+    terms = {"prefill": {1: LinearTerms(0.0, 0.0, 0.0, 0.5)}, "decode": {1: LinearTerms(0.0, 0.0, 0.0, 0.25)}}
+    job = Job((make_model("a"),), (known("a0", "a", 5),), make_pool(1))
+    cost = CostModel(job, lambda model, tp: LinearLatencyExecutor(model, tp, LatencyCoefficients(terms)),
+                     LoadTimeModel(startup_s=0.0, tp_setup_s=0.0, read_bytes_per_s=1e30))
+    estimate = cost.for_stage(realise(job, {}, random.Random(0)), {}).estimate({"a": P11})
+    assert estimate.duration_s == 0.5 + 4 * 0.25  # one prefill, four decodes
