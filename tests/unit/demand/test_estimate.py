@@ -59,6 +59,24 @@ def test_a_loop_costs_its_expected_number_of_visits() -> None:
     assert all(total == int(total) for total in result.total_s)
 
 
+def test_a_test_loop_matches_its_expected_demand() -> None:
+    # write 1 s -> test 2 s -> end, or fix 3 s -> test again (tools here, so seconds are recorded).
+    graph = PDGraph(
+        "code_generation",
+        [
+            make_unit("write", {"test": 1.0}, SANDBOX),
+            make_unit("test", {"end": 0.5, "fix": 0.5}, SANDBOX),
+            make_unit("fix", {"test": 1.0}, SANDBOX),
+        ],
+    )
+    graph.record([tool_step("write", 1.0), tool_step("test", 2.0)])
+    graph.record([tool_step("write", 1.0), tool_step("test", 2.0), tool_step("fix", 3.0), tool_step("test", 2.0)])
+    graph.record([tool_step("write", 1.0), tool_step("test", 2.0)])
+    assert graph.branch_probabilities("test") == {"end": 0.75, "fix": 0.25}
+    # With the observed 1/4 loop: E[test] = 2 + (3 + E[test]) / 4, so E[test] = 11 / 3 and E[write] = 14 / 3.
+    assert estimate(graph, RunPosition("write"), walks=20_000).mean_s == pytest.approx(14 / 3, rel=0.02)
+
+
 def test_branches_are_taken_at_their_observed_frequency() -> None:
     graph = PDGraph(
         "plan",

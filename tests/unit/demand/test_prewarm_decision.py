@@ -13,6 +13,8 @@ from forethought.demand import (
     prewarm_decisions,
 )
 from forethought.domain import InvalidField
+from hypothesis import given
+from hypothesis import strategies as st
 
 from .conftest import llm_step, make_unit, tool_step
 
@@ -75,3 +77,29 @@ def test_warm_backends_are_left_alone() -> None:
 def test_the_knob_must_be_a_probability() -> None:
     with pytest.raises(InvalidField, match="knob: must be in"):
         decide(0.0, knob=0.0)
+
+
+@given(
+    st.lists(st.integers(min_value=1, max_value=60), min_size=1, max_size=30),
+    st.integers(min_value=1, max_value=9),
+    st.floats(min_value=0.05, max_value=1.0),
+    st.floats(min_value=0, max_value=70),
+    st.floats(min_value=0, max_value=20),
+)
+def test_trigger_means_p_s_reaches_k_and_p_e_has_fallen_to_k(
+    plan_seconds: list[int], caption_runs: int, knob: float, elapsed: float, warmup: float
+) -> None:
+    units = [make_unit("plan", {"caption": 0.5, "video": 0.5}), make_unit("caption", backend=VIT), make_unit("video", backend=VIDEO)]
+    graph = PDGraph("pe", units)
+    for index, seconds in enumerate(plan_seconds):
+        following = tool_step("caption", 1.0) if index % 10 < caption_runs else tool_step("video", 1.0)
+        graph.record([llm_step("plan", 0, seconds), following])
+    decisions = prewarm_decisions(
+        DemandEstimator(graph, ONE_SECOND_A_TOKEN), RunPosition("plan"), elapsed, lambda b: True, lambda b: warmup, knob
+    )
+    for decision in decisions:
+        expected_p_e = decision.selection_probability * sum(s > elapsed + warmup for s in plan_seconds) / len(plan_seconds)
+        assert decision.effectiveness == pytest.approx(expected_p_e)
+        reaches_k = decision.selection_probability >= knob
+        assert decision.trigger == (reaches_k and decision.effectiveness <= knob + 1e-9)
+        assert (decision.start_after_s is None) == (not reaches_k)

@@ -6,6 +6,8 @@ import pytest
 from forethought.demand import DemandEstimate, discretize, gittins_rank, least_slack
 from forethought.domain import InvalidField
 from forethought.queueing import gittins_index
+from hypothesis import given
+from hypothesis import strategies as st
 
 
 def single_unit(*totals: float) -> DemandEstimate:
@@ -75,3 +77,20 @@ def test_least_slack_is_the_deadline_less_the_worst_remaining_demand() -> None:
 def test_attained_service_cannot_be_negative() -> None:
     with pytest.raises(InvalidField, match="attained_s: must be >= 0"):
         gittins_rank(single_unit(1.0), -1.0)
+
+
+@given(
+    st.lists(st.floats(min_value=0.01, max_value=1e4, allow_nan=False), min_size=1, max_size=60),
+    st.floats(min_value=0, max_value=1e4, allow_nan=False),
+)
+def test_the_rank_lies_between_the_shortest_and_the_mean_remaining_demand(totals: list[float], attained: float) -> None:
+    # Eq. 1 at the largest budget is the mean; at any budget the ratio is at least the smallest outcome.
+    estimate = single_unit(*totals)
+    demand = estimate.total if estimate.worst_s > attained else estimate.downstream
+    remaining = [(v - attained, p) for v, p in zip(demand.values, demand.probabilities) if v > attained]
+    rank = gittins_rank(estimate, attained)
+    if not remaining:
+        assert rank == 0.0
+        return
+    mean = sum(v * p for v, p in remaining) / sum(p for _, p in remaining)
+    assert min(v for v, _ in remaining) * (1 - 1e-9) <= rank <= mean * (1 + 1e-9)
