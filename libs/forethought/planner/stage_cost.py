@@ -78,6 +78,8 @@ class CostModel:
         self._executors: dict[tuple[str, int], Executor] = {}
         self._configs: dict[tuple[str, int], EngineConfig] = {}
         self.ancestors = _ancestors(job)
+        self.runs: dict[tuple[object, ...], ModelRun] = {}
+        """Every run simulated, by everything it depends on (kept across stages)."""
 
     def executor(self, model: str, tp: int) -> Executor:
         key = (model, tp)
@@ -99,8 +101,8 @@ class CostModel:
 
 
 class StageCosting:
-    """Estimates of the stages that could come next; each model's run is simulated once per plan and
-    per plans of its upstream models in the stage."""
+    """Estimates of the stages that could come next; a model's run is simulated once per plan, plans of
+    its upstream models in the stage, load time and work left (``CostModel.runs`` keeps them)."""
 
     def __init__(self, cost: CostModel, workload: Workload, loaded: Assignments) -> None:
         self.cost = cost
@@ -147,9 +149,15 @@ class StageCosting:
         node = self.cost.job.model_by_name[name]
         load = 0.0 if self.loaded.get(name) == plan else self.cost.load_times.load_time(node, plan)
         work = self.workload.remaining_by_model.get(name, ())
-        run = run_model(node, plan, work, self._ready_times(name, runs), self.cost.executor(name, plan.tp),
-                        self.cost.engine_config(name, plan.tp), load, until)
-        self.simulations += 1
+        ready = self._ready_times(name, runs)
+        # NOTE: a run is a function of these alone, so a model that sat a stage out is not simulated again.
+        content = (name, plan, load, work, tuple(ready.items()), until)
+        run = self.cost.runs.get(content)
+        if run is None:
+            run = run_model(node, plan, work, ready, self.cost.executor(name, plan.tp),
+                            self.cost.engine_config(name, plan.tp), load, until)
+            self.cost.runs[content] = run
+            self.simulations += 1
         self._runs[key] = run
         return run
 
