@@ -57,6 +57,16 @@ def iteration_flops(batch: BatchShape, model: ModelNode, tp: int = 1) -> float:
     return flops
 
 
+def prefill_flops(model: ModelNode, tokens: int) -> float:
+    """Eq. 1 for one request of ``tokens`` prompt tokens, the whole model."""
+    return model.spec.layers * (model.matmul_params_per_layer * tokens + 2 * model.hidden_size * tokens * tokens)
+
+
+def decode_flops(model: ModelNode, context: int) -> float:
+    """Eq. 2 for one request attending to ``context`` tokens, the whole model."""
+    return model.spec.layers * (model.matmul_params_per_layer + 2 * model.hidden_size * context)
+
+
 def iteration_features(batch: BatchShape, model: ModelNode, tp: int) -> IterationFeatures:
     """Phase, ``B``, FLOPs, ``B * s`` and ``S`` of one iteration (see the module's readings)."""
     total = batch.prefill_tokens + batch.prefill_context_tokens + batch.decode_context_tokens + batch.decode_requests

@@ -6,6 +6,7 @@ import math
 
 import pytest
 from forethought.planner import EngineSettings, ExecutionPlan, RequestWork, run_model
+from forethought.planner.latency import decode_flops, prefill_flops
 
 from .conftest import FixedExecutor, make_model
 
@@ -66,3 +67,14 @@ def test_flops_until_sums_the_iterations_that_ended() -> None:
     assert result.flops_until(0.5) == 0.0
     assert result.flops_until(3.0) == pytest.approx(result.cumulative_flops[-1])
     assert result.cumulative_flops[0] > result.cumulative_flops[1] - result.cumulative_flops[0]  # prefill > decode
+
+
+def test_recomputing_a_dropped_request_takes_time_but_adds_no_flops() -> None:
+    requests = [work("a", 20), work("b", 20)]
+    roomy = run(requests)
+    tight_config = EngineSettings().engine_config(MODEL, kv_capacity_tokens=48)  # 3 blocks: both need 2
+    tight = run_model(MODEL, ExecutionPlan(1, 1), requests, {"a": 0.0, "b": 0.0}, FixedExecutor(1.0), tight_config)
+    assert tight.end_s > roomy.end_s
+    per_request = prefill_flops(MODEL, 10) + sum(decode_flops(MODEL, 10 + g) for g in range(1, 20))
+    assert roomy.cumulative_flops[-1] == pytest.approx(2 * per_request)
+    assert tight.cumulative_flops[-1] == pytest.approx(2 * per_request)
