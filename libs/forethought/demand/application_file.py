@@ -39,16 +39,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from forethought.demand.consumption import Consumption, UnitExecution
 from forethought.demand.graph import END, MAX_RECORDED, FunctionalUnit, PDGraph
 from forethought.demand.schema import integer, mapping, no_unknown_keys, number, sequence, text
 from forethought.demand.serialization import backend_from_dict, next_units_from_dict
 from forethought.domain import InvalidField, require
-
-try:
-    import yaml  # type: ignore[import-untyped]  # PyYAML ships no type information
-except ImportError:  # JSON files load without PyYAML
-    yaml = None
 
 PROFILING_RUNS = 200
 """Synthetic runs recorded when a file does not say (the paper profiles 100 to 1,000 runs)."""
@@ -71,17 +68,11 @@ def load_application(path: str | Path, rng: random.Random | None = None) -> PDGr
         InvalidField: the file breaks a rule; the field names where.
     """
     path = Path(path)
-    if path.suffix in (".yaml", ".yml"):
-        if yaml is None:
-            raise InvalidField("path", f"{path.name}: reading YAML needs PyYAML installed")
-        parse, syntax_error = yaml.safe_load, yaml.YAMLError
-    elif path.suffix == ".json":
-        parse, syntax_error = json.loads, json.JSONDecodeError
-    else:
-        raise InvalidField("path", f"{path.name}: must end in .yaml, .yml or .json")
+    require(path.suffix in (".yaml", ".yml", ".json"), "path", f"{path.name}: must end in .yaml, .yml or .json")
+    text = path.read_text()
     try:
-        data = parse(path.read_text())
-    except syntax_error as error:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as error:
         raise InvalidField("path", f"{path.name}: not valid {path.suffix[1:].upper()}: {error}") from error
     return application_from_dict(data, rng)
 

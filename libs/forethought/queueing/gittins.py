@@ -1,4 +1,4 @@
-"""The Gittins index of a discrete size distribution (Hermes section 4.3, Eq. 1).
+"""The Gittins index of a discrete size distribution (Hermes section 3.3, Eq. 1).
 
     G(D, a) = inf_{Δ>0}  E[min(X - a, Δ) | X > a]  /  P(X - a <= Δ | X > a)
 
