@@ -10,7 +10,7 @@ and advances its clock by ``StepOutput.duration_s``, in virtual time (the simula
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from forethought.domain import (
@@ -137,8 +137,12 @@ class EngineCore:
 
     # ---- requests ------------------------------------------------------------------------------------
 
-    def add_request(self, request: GenerationRequest, now: float) -> None:
-        """Queues a request; ValueError names the field when it is malformed or can never fit."""
+    def add_request(
+        self, request: GenerationRequest, now: float, prompt_block_hashes: Sequence[int] | None = None
+    ) -> None:
+        """Queues a request; ValueError names the field when it is malformed or can never fit.
+        ``prompt_block_hashes``: the prompt's chained block hashes at this engine's block size, when the
+        caller has them already (placement does)."""
         if request.request_id in self._requests:
             raise ValueError(f"request_id {request.request_id!r} is already in the engine")
         needed = len(request.prompt_token_ids) + request.max_tokens
@@ -148,7 +152,7 @@ class EngineCore:
                 f"of {self.config.total_slots} tokens"
             )
         engine_request = EngineRequest.from_generation(
-            request, now, next(self._sequence), self.config.block_size
+            request, now, next(self._sequence), self.config.block_size, prompt_block_hashes
         )
         self._requests[request.request_id] = engine_request
         self._origins[request.request_id] = request

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from forethought.domain import (
@@ -86,10 +87,19 @@ class EngineRequest:
 
     @classmethod
     def from_generation(
-        cls, request: GenerationRequest, now: float, sequence: int, block_size: int
+        cls, request: GenerationRequest, now: float, sequence: int, block_size: int,
+        prompt_block_hashes: Sequence[int] | None = None,
     ) -> EngineRequest:
-        """Validates a ``GenerationRequest`` (``InvalidField``) and wraps it; ``sequence`` orders equal arrival times."""
+        """Validates a ``GenerationRequest`` (``InvalidField``) and wraps it; ``sequence`` orders equal arrival
+        times. ``prompt_block_hashes``: the prompt's chained block hashes when the caller has them already
+        (computed here otherwise, on first use)."""
         validate_generation(request)
+        hashes = None
+        if prompt_block_hashes is not None:
+            hashes = tuple(prompt_block_hashes)
+            if len(hashes) != len(request.prompt_token_ids) // block_size:
+                raise ValueError(f"{len(hashes)} prompt block hashes for "
+                                 f"{len(request.prompt_token_ids) // block_size} full blocks")
         return cls(
             request_id=request.request_id,
             prompt_token_ids=tuple(request.prompt_token_ids),
@@ -102,6 +112,7 @@ class EngineRequest:
             arrival_s=now,
             sequence=sequence,
             block_size=block_size,
+            _prompt_block_hashes=hashes,
         )
 
     @property

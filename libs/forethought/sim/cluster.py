@@ -199,7 +199,9 @@ class ClusterSimulator:
             engine_id = flight.engine_id = placed.worker_id
             engine = self._engines[engine_id]
             # The trace's class priority, not placement's: Preble's engine keeps its group order among BE requests.
-            engine.core.add_request(placed.generation, now)
+            # Placement hashed the prompt already: the engine reuses the hashes at its own block size.
+            hashes = placed.block_hashes if placed.block_size == engine.core.config.block_size and placed.block_hashes else None
+            engine.core.add_request(placed.generation, now, hashes)
             if not engine.stepping:
                 engine.stepping = True
                 woken.append(IterationStarted(now, engine_id))
