@@ -60,28 +60,28 @@ class DemandServiceServicer:
     """Missing associated documentation comment in .proto file."""
 
     def RegisterApplication(self, request, context):
-        """Registers (or replaces) an application's demand graph.
+        """Registers (or replaces) an application's demand graph, from an application file's content.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Record(self, request, context):
-        """Records one finished step of a run: its measured demand refines the profile.
+        """Records one finished step of a run; the run's steps are learnt from once its last step is recorded.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Estimate(self, request, context):
-        """Estimates a run's remaining demand, Gittins rank and slack.
+        """Estimates a run's remaining demand, Gittins rank and slack; with a run_id, also reports the run's step.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def WatchPrewarm(self, request, context):
-        """Streams prewarm decisions: which backend to warm, where, and when.
+        """Streams prewarm decisions, each when it is due: which backend to warm, for which run and step.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
