@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import grpc
 
 from forethought.rpc.channels import open_channel
-from forethought.scheduling import DependencyHealth, Health
+from forethought.scheduling import DependencyHealth
+from forethought.services.scheduler.dependency_reports import record_outcome
 from forethought.telemetry.metrics import DEGRADED
 from forethought.v1 import predictor_pb2, predictor_pb2_grpc
 
@@ -99,14 +100,9 @@ class ForecastClient:
             log.debug("predictor Observe failed: %s", error.details())
 
     def _record(self, ok: bool, error: str = "") -> None:
-        change = self.health.record(ok, error)
-        if change is None:
-            return
-        DEGRADED.labels("scheduler", "predictor").set(1 if change is Health.DEGRADED else 0)
-        if change is Health.DEGRADED:
-            log.warning("predictor unavailable (%s): degraded, requests without a forecast are ordered FCFS", error)
-        else:
-            log.info("predictor reachable again: requests carry forecasts")
+        record_outcome(self.health, ok, error,
+                       "predictor unavailable ({error}): degraded, requests without a forecast are ordered FCFS",
+                       "predictor reachable again: requests carry forecasts")
 
     async def close(self) -> None:
         for task in list(self._background):

@@ -20,12 +20,11 @@ from forethought.scheduling import (
     DependencyHealth,
     Dispatcher,
     Failover,
-    Health,
     ScheduledRequest,
     WorkerView,
 )
+from forethought.services.scheduler.dependency_reports import record_outcome
 from forethought.telemetry.metrics import (
-    DEGRADED,
     FAILOVERS,
     PLACED_CACHED_TOKENS,
     PLACED_PROMPT_TOKENS,
@@ -175,14 +174,8 @@ class PlacementLoop:
         return cached
 
     def _record_index(self, ok: bool, error: str = "") -> None:
-        change = self._index_health.record(ok, error)
-        if change is None:
-            return
-        DEGRADED.labels("scheduler", "prefix_index").set(1 if change is Health.DEGRADED else 0)
-        if change is Health.DEGRADED:
-            log.warning("prefix index unreachable (%s): degraded, placing by load only", error)
-        else:
-            log.info("prefix index reachable again: placement uses cached prefixes")
+        record_outcome(self._index_health, ok, error, "prefix index unreachable ({error}): degraded, placing by load only",
+                       "prefix index reachable again: placement uses cached prefixes")
 
     def _wait_for(self, request: ScheduledRequest) -> asyncio.Future[str]:
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
