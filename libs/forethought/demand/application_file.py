@@ -42,9 +42,9 @@ from typing import Any
 import yaml
 
 from forethought.demand.consumption import Consumption, UnitExecution
-from forethought.demand.graph import END, MAX_RECORDED, FunctionalUnit, PDGraph
+from forethought.demand.graph import END, FunctionalUnit, PDGraph
 from forethought.demand.schema import integer, mapping, no_unknown_keys, number, sequence, text
-from forethought.demand.serialization import backend_from_dict, next_units_from_dict
+from forethought.demand.serialization import backend_from_dict, graph_of, next_units_from_dict
 from forethought.domain import InvalidField, require
 
 PROFILING_RUNS = 200
@@ -98,13 +98,7 @@ def application_from_dict(data: object, rng: random.Random | None = None) -> PDG
             )
         )
         draws[name] = _profile(unit_data.get("profile", {}), f"{field}.profile")
-    entry = root.get("entry")
-    graph = PDGraph(
-        text(root.get("name"), "name"),
-        units,
-        entry=None if entry is None else text(entry, "entry"),
-        max_recorded=integer(root.get("max_recorded", MAX_RECORDED), "max_recorded"),
-    )
+    graph = graph_of(root, units)
     _require_entry_has_no_upstream(units_data, graph.entry)
     runs = integer(root.get("profiling_runs", PROFILING_RUNS), "profiling_runs")
     require(runs >= 0, "profiling_runs", "must be >= 0")

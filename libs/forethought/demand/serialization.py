@@ -12,7 +12,7 @@ The dict holds only strings, numbers, lists, dicts and None::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from forethought.demand.consumption import Consumption, Observation, UnitExecution
@@ -49,19 +49,24 @@ def graph_from_dict(data: object) -> PDGraph:
     no_unknown_keys(root, {"name", "entry", "max_recorded", "units"}, "graph")
     units_data = [mapping(item, f"units[{i}]") for i, item in enumerate(sequence(root.get("units", []), "units"))]
     units = [_unit_from_dict(item, f"units[{i}]") for i, item in enumerate(units_data)]
-    entry = root.get("entry")
-    graph = PDGraph(
-        text(root.get("name"), "name"),
-        units,
-        entry=None if entry is None else text(entry, "entry"),
-        max_recorded=integer(root.get("max_recorded", MAX_RECORDED), "max_recorded"),
-    )
+    graph = graph_of(root, units)
     for item, unit in zip(units_data, units):
         field = f"units.{unit.name}.records"
         for index, record in enumerate(sequence(item.get("records", []), field)):
             observation, jump = _record_from_dict(graph, unit, record, f"{field}[{index}]")
             graph.profiles[unit.name].add(observation, jump)
     return graph
+
+
+def graph_of(root: Mapping[str, object], units: Sequence[FunctionalUnit]) -> PDGraph:
+    """The graph of ``units`` with the name, entry and record bound that ``root`` (a file or stored form) gives."""
+    entry = root.get("entry")
+    return PDGraph(
+        text(root.get("name"), "name"),
+        list(units),
+        entry=None if entry is None else text(entry, "entry"),
+        max_recorded=integer(root.get("max_recorded", MAX_RECORDED), "max_recorded"),
+    )
 
 
 def backend_to_dict(backend: BackendSpec) -> dict[str, str]:
