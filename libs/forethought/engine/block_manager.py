@@ -239,7 +239,7 @@ class BidirectionalBlockManager:
             return _SHARED
         block.sealed_hash = block_hash
         self._num_sealed += 1
-        self._reindex(block)
+        self._unindex(block.block_id)
         self._cache.insert(block_hash, parent_hash, block.block_id, token_ids)
         return _STORED
 
@@ -511,6 +511,13 @@ class BidirectionalBlockManager:
         elif block_id in self._rt_preemptible:
             self._rt_preemptible.add(block_id, empty, block.counts[BE_SIDE])
 
+    def _unindex(self, block_id: int) -> None:
+        """``_reindex`` of a block just sealed: owned by no side, it is in no candidate set, table or free list."""
+        self._preemption_table.pop(block_id, None)
+        self._free.pop(block_id, None)
+        self._be_shareable.discard(block_id)
+        self._rt_preemptible.discard(block_id)
+
     def _reindex(self, block: KVBlock) -> None:
         """Keeps the free list, the FindBlock/FindPreemptBlock candidate sets and the table in step."""
         block_id = block.block_id
@@ -524,8 +531,8 @@ class BidirectionalBlockManager:
             self._free[block_id] = None
         else:
             self._free.pop(block_id, None)
-        empty = self._empty(block_id)
         private = block.sealed_hash is None
+        empty = self.block_size - rt_slots - be_slots if private else 0  # NOTE: KVBlock.empty_slots, inline
         if private and rt_owner is not None and be_owner is None and empty > 0:
             self._be_shareable.add(block_id, empty, 0)
         else:
