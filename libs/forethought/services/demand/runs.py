@@ -1,0 +1,124 @@
+"""Runs in progress as the demand service hears of them, and the prewarm timers of one watcher.
+
+A run reports the step it is in with ``Estimate`` (``run_id`` and ``current_step``); recording a
+finished step takes it out until its next report. ``RunBoard`` keeps the latest report of each run and
+hands every report to each watcher (``WatchPrewarm`` stream). A watcher keeps ``PrewarmTimers``: one
+timer per (report, downstream step), due when Eq. 3's ``p_e`` falls to K; a newer report of the run
+makes the older timers stale, so a decision is never sent for a step the run has left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from forethought.demand import RunPosition
+
+RunKey = tuple[str, str]
+"""(application, run_id)."""
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """A run's step as reported (``position`` None: the run left its step), with when that step started."""
+
+    application: str
+    run_id: str
+    position: RunPosition | None
+    started_s: float
+    sequence: int
+
+    @property
+    def key(self) -> RunKey:
+        return (self.application, self.run_id)
+
+
+class RunBoard:
+    """The latest report of each run in progress, fanned out to every watcher."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._runs: dict[RunKey, RunReport] = {}
+        self._watchers: set[asyncio.Queue[RunReport]] = set()
+        self._sequence = itertools.count(1)
+
+    def report(self, application: str, run_id: str, position: RunPosition, attained_s: float) -> None:
+        """The run is in ``position.unit``, which has had ``attained_s`` of service so far."""
+        started_s = self.clock() - attained_s
+        self._publish(RunReport(application, run_id, position, started_s, next(self._sequence)))
+
+    def leave(self, application: str, run_id: str) -> None:
+        """The run finished its step (or the run itself): its timers are stale."""
+        if (application, run_id) in self._runs:
+            self._publish(RunReport(application, run_id, None, self.clock(), next(self._sequence)))
+
+    @contextmanager
+    def watch(self) -> Iterator[asyncio.Queue[RunReport]]:
+        """A queue of reports, starting with every run in progress; closed on exit."""
+        queue: asyncio.Queue[RunReport] = asyncio.Queue()
+        for report in self._runs.values():
+            queue.put_nowait(report)
+        self._watchers.add(queue)
+        try:
+            yield queue
+        finally:
+            self._watchers.discard(queue)
+
+    def _publish(self, report: RunReport) -> None:
+        if report.position is None:
+            self._runs.pop(report.key, None)
+        else:
+            self._runs[report.key] = report
+        for queue in self._watchers:
+            queue.put_nowait(report)
+
+
+@dataclass(frozen=True)
+class Timer:
+    due_s: float
+    report: RunReport
+    unit: str
+
+
+class PrewarmTimers:
+    """One watcher's pending decisions: a heap by due time; a timer of an outdated report is dropped."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Timer]] = []
+        self._latest: dict[RunKey, int] = {}
+        self._order = itertools.count()
+
+    def update(self, report: RunReport) -> None:
+        """Makes the run's earlier timers stale."""
+        if report.position is None:
+            self._latest.pop(report.key, None)
+        else:
+            self._latest[report.key] = report.sequence
+
+    def add(self, timer: Timer) -> None:
+        heapq.heappush(self._heap, (timer.due_s, next(self._order), timer))
+
+    def wait_s(self, now_s: float) -> float | None:
+        """Seconds until the next timer (0 when one is due), None when none is pending."""
+        self._drop_stale()
+        return max(0.0, self._heap[0][0] - now_s) if self._heap else None
+
+    def pop_due(self, now_s: float) -> list[Timer]:
+        due = []
+        while self._heap and self._heap[0][0] <= now_s:
+            timer = heapq.heappop(self._heap)[2]
+            if self._is_current(timer):
+                due.append(timer)
+        return due
+
+    def _drop_stale(self) -> None:
+        while self._heap and not self._is_current(self._heap[0][2]):
+            heapq.heappop(self._heap)
+
+    def _is_current(self, timer: Timer) -> bool:
+        return self._latest.get(timer.report.key) == timer.report.sequence
