@@ -137,7 +137,9 @@ def plan_job(job_file: JobFile, cdfs: Mapping[str, OutputLengthCDF], clock: Call
     the output lengths from ``random.Random(job_file.seed)``, so all three plan the same work. They share
     one cost model, so a model run one method simulated is not simulated again for the next (the
     heuristics' ``simulations`` count only the runs new to them)."""
-    job, cost = job_file.job, CostModel(job_file.job)
+    job = job_file.job
+    validate_job(job)  # NOTE: before the cost model, which walks the graph
+    cost = CostModel(job)
 
     def rng() -> random.Random:
         return random.Random(job_file.seed)

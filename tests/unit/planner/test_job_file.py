@@ -4,6 +4,7 @@ lazily, the examples read and planned, and every broken rule named by its field.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import random
 from pathlib import Path
@@ -213,3 +214,11 @@ def test_a_job_file_plans_with_both_heuristics_on_the_same_work() -> None:
     assert plan_job(job_file, cdfs, CountingClock()).samullm.stages == plans.samullm.stages
     alone = plan_job(job_file, cdfs, CountingClock(), baselines=False)
     assert alone.max_heuristic is None and alone.samullm.stages == plans.samullm.stages
+
+
+def test_plan_job_validates_a_job_built_elsewhere() -> None:
+    job_file = job_file_from_dict(with_change("models.1.output_lengths", [4]))
+    broken = JobFile("t", dataclasses.replace(job_file.job, edges=(("a", "ghost"),)), job_file.lengths, "A100-80GB")
+    with pytest.raises(InvalidField) as raised:
+        plan_job(broken, resolve_cdfs(broken), CountingClock())
+    assert raised.value.field == "edges"
