@@ -55,21 +55,22 @@ class PlannerServiceServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Plan(self, request, context):
-        """Searches an execution plan for a job and returns it with its simulated makespan.
+        """Searches an execution plan for a job (SamuLLM Algorithm 1) and returns it with its simulated makespan,
+        beside the Max- and Min-heuristics'.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Run(self, request, context):
-        """Runs a planned job on the workers.
+        """Runs a planned job on the workers. Not built yet: answers UNIMPLEMENTED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Status(self, request, context):
-        """Progress of a running job.
+        """Progress of a running job. Not built yet: answers UNIMPLEMENTED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
