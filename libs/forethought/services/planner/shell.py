@@ -1,28 +1,60 @@
 """Planner: offline multi-LLM batch jobs (SamuLLM) planned by sampling and simulation.
 
-The contract is in protos/forethought/v1/planner.proto; until the planner library lands, every RPC
-answers UNIMPLEMENTED while the service runs, reports health and lists itself in reflection.
+``Plan`` takes a job (models with their shapes and output-length sources, requests, edges, devices) and
+answers Algorithm 1's execution stages beside the Max- and Min-heuristics' estimates and the search time;
+the search runs in a worker thread. ``Run`` and ``Status`` (running a plan on workers) are not built yet
+and answer UNIMPLEMENTED. docs/planner.md, "Service and CLI".
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
-from forethought.config import ServiceSettings, option
+from forethought.config import ConfigError, ServiceSettings, option
+from forethought.planner import OutputLengthCDF, load_castillo
+from forethought.planner.lengths import castillo_path
+from forethought.rpc.errors import FailedPrecondition
 from forethought.rpc.server import PlainService, ServiceSpec
+from forethought.services.planner.servicer import PlannerServicer
 from forethought.v1 import planner_pb2_grpc
 
 
 @dataclass(frozen=True)
 class Settings(ServiceSettings):
     port: int = option(50055, "gRPC port; 0 picks a free one")
+    plan_timeout_s: float = option(300.0, "longest a Plan's search may take before it answers DEADLINE_EXCEEDED")
+    max_concurrent_plans: int = option(1, "searches run at once (each takes one core); the others wait")
+    data_dir: str = option("", "folder holding castillo/ for jobs that name CASTILLO models; empty = the default data directory")
+
+    def validate(self) -> None:
+        super().validate()
+        if self.plan_timeout_s <= 0:
+            raise ConfigError("plan_timeout_s", "must be > 0", self.plan_timeout_s)
+        if self.max_concurrent_plans < 1:
+            raise ConfigError("max_concurrent_plans", "must be >= 1", self.max_concurrent_plans)
+
+
+def castillo_loader(data_dir: str) -> Callable[[], Mapping[str, OutputLengthCDF]]:
+    """Reads the CASTILLO eCDFs on first use (about a second) and keeps them; FAILED_PRECONDITION when the
+    file is absent."""
+    path = castillo_path(Path(data_dir).expanduser() if data_dir else None)
+
+    @functools.cache
+    def load() -> Mapping[str, OutputLengthCDF]:
+        if not path.is_file():
+            raise FailedPrecondition(f"the planner has no CASTILLO data at {path}: send observed output lengths, "
+                                     "or start it with --data-dir naming a folder that holds castillo/")
+        return load_castillo(path)
+
+    return load
 
 
 def build(settings: Settings) -> PlainService:
-    return PlainService(
-        "forethought.v1.PlannerService", planner_pb2_grpc.add_PlannerServiceServicer_to_server,
-        planner_pb2_grpc.PlannerServiceServicer(),
-    )
+    servicer = PlannerServicer(castillo_loader(settings.data_dir), settings.plan_timeout_s, settings.max_concurrent_plans)
+    return PlainService("forethought.v1.PlannerService", planner_pb2_grpc.add_PlannerServiceServicer_to_server, servicer)
 
 
 SERVICE = ServiceSpec("planner", __doc__ or "", Settings, build)
