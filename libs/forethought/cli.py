@@ -15,7 +15,8 @@ import grpc
 from forethought.services import SERVICE_NAMES
 
 if TYPE_CHECKING:
-    from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
+    from forethought.planner.job_file import JobFile
+    from forethought.v1 import common_pb2, planner_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 DEFAULT_SCHEDULER = "127.0.0.1:50051"
 DEFAULT_WORKERS = {"vllm": 1, "sim": 2}
@@ -140,6 +141,86 @@ async def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+DEFAULT_PLANNER = "127.0.0.1:50055"
+
+
+def _plan(args: argparse.Namespace) -> int:
+    """Plans a job file on the planner service (or in-process with ``--local``) and prints the stages."""
+    from forethought.domain import InvalidField
+    from forethought.planner.job_file import load_job_file
+    from forethought.rpc.errors import ServiceError
+
+    try:
+        job_file = load_job_file(args.job)
+    except OSError as error:
+        print(f"forethought plan: {args.job}: {error.strerror or error}", file=sys.stderr)
+        return 2
+    except InvalidField as error:
+        print(f"forethought plan: {args.job}: {error.field}: {error.rule}", file=sys.stderr)
+        return 2
+    try:
+        reply = _plan_locally(job_file, args) if args.local else asyncio.run(_plan_remotely(job_file, args))
+    except (InvalidField, ServiceError) as error:
+        print(f"forethought plan: {error}", file=sys.stderr)
+        return 1
+    except grpc.aio.AioRpcError as error:
+        print(f"forethought plan: {error.code().name}: {error.details()}", file=sys.stderr)
+        return 1
+    print(plan_table(reply, job_file.job.devices.count, job_file.hardware))
+    return 0
+
+
+def _plan_request(job_file: JobFile, args: argparse.Namespace) -> planner_pb2.PlanRequest:
+    from forethought.services.planner.servicer import job_to_proto
+    from forethought.v1 import planner_pb2
+
+    return planner_pb2.PlanRequest(job=job_to_proto(job_file), seed=job_file.seed,
+                                   no_preemption=args.no_preemption, skip_baselines=args.no_baselines)
+
+
+def _plan_locally(job_file: JobFile, args: argparse.Namespace) -> planner_pb2.PlanResponse:
+    import time
+
+    from forethought.planner.job_file import plan_job, resolve_cdfs
+    from forethought.services.planner.servicer import plans_to_proto
+    from forethought.services.planner.shell import castillo_loader
+
+    cdfs = resolve_cdfs(job_file, castillo_loader(""))
+    plans = plan_job(job_file, cdfs, time.perf_counter, not args.no_preemption, not args.no_baselines)
+    return plans_to_proto(job_file.name, job_file.job, plans)
+
+
+async def _plan_remotely(job_file: JobFile, args: argparse.Namespace) -> planner_pb2.PlanResponse:
+    from forethought.launcher import STATE_FILE
+    from forethought.rpc.channels import open_channel
+    from forethought.v1 import planner_pb2_grpc
+
+    address = args.planner
+    if address is None:
+        services = json.loads(STATE_FILE.read_text())["services"] if STATE_FILE.exists() else {}
+        address = services.get("planner", DEFAULT_PLANNER)
+    async with open_channel(address) as channel:
+        return await planner_pb2_grpc.PlannerServiceStub(channel).Plan(_plan_request(job_file, args), timeout=args.timeout)
+
+
+def plan_table(reply: planner_pb2.PlanResponse, devices: int, hardware: str) -> str:
+    """The stages of a ``PlanResponse`` as a table, with the heuristics' estimates under it."""
+    lines = [f"job {reply.job_id}: {reply.requests} requests on {devices}x {hardware}; "
+             f"searched in {reply.search_s:.2f} s ({reply.simulations} model runs simulated)",
+             f"{'stage':>5} {'start_s':>9} {'est_s':>9}  {'models (replicas x tensor parallel)':<48} finishes"]
+    for number, stage in enumerate(reply.stages, start=1):
+        models = ", ".join(f"{p.model} {p.replicas}x{p.gpus}" for p in stage.placements)
+        lines.append(f"{number:>5} {stage.start_s:>9.1f} {stage.estimated_s:>9.1f}  {models:<48} "
+                     f"{', '.join(stage.finished_models)}")
+    estimate = reply.estimated_makespan_s
+    summary = [f"SamuLLM {estimate:.1f} s"]
+    for name, baseline in (("Max-heuristic", reply.baseline_max_heuristic_s), ("Min-heuristic", reply.baseline_min_heuristic_s)):
+        if baseline > 0:
+            summary.append(f"{name} {baseline:.1f} s ({baseline / estimate:.2f}x)")
+    lines.append("estimated inference time: " + "; ".join(summary))
+    return "\n".join(lines)
+
+
 def _bench(argv: list[str]) -> int:
     """Runs ``benchmarks/<name>`` of the source checkout this package was installed from."""
     checkout = Path(__file__).resolve().parents[2]
@@ -191,6 +272,15 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="health of every service and worker")
     status.add_argument("--scheduler", default=DEFAULT_SCHEDULER)
 
+    plan = commands.add_parser("plan", help="plan a multi-LLM job file (SamuLLM) and print its stages")
+    plan.add_argument("job", help="a job file (.yaml, .yml or .json; examples/jobs/, docs/planner.md)")
+    plan.add_argument("--planner", default=None,
+                      help=f"planner address (default: the one `forethought up` started, else {DEFAULT_PLANNER})")
+    plan.add_argument("--local", action="store_true", help="plan in this process, without a planner service")
+    plan.add_argument("--no-preemption", action="store_true", help="keep every started model on its plan to the end")
+    plan.add_argument("--no-baselines", action="store_true", help="skip the Max- and Min-heuristics")
+    plan.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the planner")
+
     commands.add_parser("train-predictor", help="train the output-length predictor (forethought train-predictor --help)", add_help=False)
     bench = commands.add_parser("bench", help="run a named benchmark (forethought bench NAME --help)", add_help=False)
     bench.add_argument("rest", nargs=argparse.REMAINDER)
@@ -216,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
         return _up(args)
     if args.command == "generate":
         return asyncio.run(_generate(args))
+    if args.command == "plan":
+        return _plan(args)
     return asyncio.run(_status(args))
 
 
