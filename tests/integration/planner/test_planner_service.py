@@ -1,5 +1,6 @@
 """The planner service as a real process: it plans an example job as the library does, names the field of
-bad input, times a search out, and `forethought plan` prints the stages from it and in-process."""
+bad input, times a search out, reads CASTILLO from its data directory, and `forethought plan` prints the
+stages from it and in-process."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 import grpc
 import pytest
 from forethought.planner.job_file import load_job_file, plan_job, resolve_cdfs
+from forethought.planner.lengths import castillo_path
 from forethought.rpc.errors import rich_status_of
 from forethought.services.planner.servicer import job_from_proto, job_to_proto, plans_to_proto
 from forethought.v1 import planner_pb2, planner_pb2_grpc
@@ -139,3 +141,21 @@ def test_forethought_plan_names_the_field_of_a_broken_file(repo, tmp_path):
     result = forethought_plan(repo, str(job), "--local")
     assert result.returncode == 2
     assert "devices.count: must be positive" in result.stderr
+
+
+def test_castillo_models_come_from_the_data_directory(start_service, stub, repo, tmp_path):
+    """A job naming CASTILLO models: unknown ones name their field; a planner without the data says where it looked."""
+    ensembling = job_to_proto(load_job_file(repo / "examples/jobs/ensembling.yaml"))
+    if castillo_path().is_file():
+        ensembling.models[1].castillo_model = "no--such-model"
+        with pytest.raises(grpc.RpcError) as raised:
+            stub.Plan(planner_pb2.PlanRequest(job=ensembling, skip_baselines=True), timeout=60)
+        assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert raised.value.details().startswith("job.models[llama-13b].output_lengths.castillo: 'no--such-model'")
+    bare = start_service("planner", "--data-dir", str(tmp_path))
+    with grpc.insecure_channel(bare.address) as channel:
+        with pytest.raises(grpc.RpcError) as raised:
+            planner_pb2_grpc.PlannerServiceStub(channel).Plan(
+                planner_pb2.PlanRequest(job=ensembling, skip_baselines=True), timeout=60)
+    assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert str(tmp_path / "castillo") in raised.value.details()
