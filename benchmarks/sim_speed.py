@@ -2,7 +2,10 @@
 simulator use; the speed that makes policy sweeps cheap).
 
 Replays the first N requests of the Azure conversation trace on a cluster of engine cores and reports wall
-time against simulated time, with the share of wall time spent inside ``EngineCore.step``.
+time against simulated time, with the share of wall time spent inside ``EngineCore.step``. With
+``--mooncake PATH`` it also replays that Mooncake trace (long prompts, heavy prefix reuse) on the same
+cluster with the ``llama-7b-a100`` profile and its stated KV capacity; requests no engine can hold are
+refused and counted.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from forethought.costmodel import CostModelExecutor
 from forethought.engine.core import EngineConfig, EngineCore, StepOutput
 from forethought.sim.config import ClusterConfig, build_simulator
 from forethought.workloads.azure import azure_trace_path, load_azure_trace
-from forethought.workloads.workload import Workload
+from forethought.workloads.mooncake import load_mooncake_trace
+from forethought.workloads.workload import TraceRequest, Workload
 
 from benchmarks.report import ResultTable, add_output_argument, write_table
 
@@ -30,6 +34,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--profile", default="llama-13b-a100")
     parser.add_argument("--data-dir", type=Path, default=None, help="trace directory (default ../shared/data)")
     parser.add_argument("--quick", action="store_true", help="1,000 requests")
+    parser.add_argument("--mooncake", type=Path, default=None, help="also replay this Mooncake JSONL trace")
+    parser.add_argument("--mooncake-requests", type=int, default=None, help="its first N requests (default: all)")
+    parser.add_argument("--mooncake-profile", default="llama-7b-a100")
     add_output_argument(parser, "sim")
     args = parser.parse_args(list(argv))
     args.requests = args.requests or (1000 if args.quick else 10_000)
@@ -59,20 +66,47 @@ class TimedEngineCore(EngineCore):
         return output
 
 
-def main(argv: Sequence[str]) -> int:
-    args = parse_args(argv)
-    requests = load_azure_trace(azure_trace_path("conv", args.data_dir), limit=args.requests)
-    config = ClusterConfig(engines=args.engines, profile=args.profile, router=args.router)
+@dataclass(frozen=True)
+class Replay:
+    """One timed replay: what ran, its simulated and wall seconds, and the engine's share."""
+
+    trace: str
+    requests: int
+    simulated_s: float
+    wall_s: float
+    events: int
+    steps: int
+    step_s: float
+    unfinished: int
+    refused: int
+
+
+def replay(trace: str, requests: Sequence[TraceRequest], config: ClusterConfig) -> Replay:
     timer = StepTimer()
     simulator = build_simulator(Workload(requests=tuple(requests)), config,
                                 engine_factory=lambda engine, executor: TimedEngineCore(engine, executor, timer))
     started = time.perf_counter()
     result = simulator.run()
     wall = time.perf_counter() - started
-    table = ResultTable(["requests", "engines", "router", "simulated (s)", "wall (s)", "simulated / wall",
-                         "events", "engine steps", "wall in EngineCore.step", "unfinished"],
+    return Replay(trace, len(requests), result.end_s, wall, result.events, timer.steps, timer.seconds,
+                  result.unfinished, len(result.refused))
+
+
+def main(argv: Sequence[str]) -> int:
+    args = parse_args(argv)
+    requests = load_azure_trace(azure_trace_path("conv", args.data_dir), limit=args.requests)
+    runs = [(f"Azure conv ({args.profile})", requests, ClusterConfig(engines=args.engines, profile=args.profile, router=args.router))]
+    if args.mooncake is not None:
+        mooncake = load_mooncake_trace(args.mooncake, limit=args.mooncake_requests)
+        runs.append((f"Mooncake conversation ({args.mooncake_profile})", mooncake,
+                     ClusterConfig(engines=args.engines, profile=args.mooncake_profile, router=args.router)))
+    table = ResultTable(["trace", "requests", "engines", "router", "simulated (s)", "wall (s)", "simulated / wall",
+                         "events", "engine steps", "wall in EngineCore.step", "unfinished", "refused"],
                         title="Simulator speed")
-    table.add(len(requests), args.engines, args.router, result.end_s, wall, result.end_s / wall,
-              result.events, timer.steps, f"{100 * timer.seconds / wall:.0f}%", result.unfinished)
+    for trace, trace_requests, config in runs:
+        run = replay(trace, trace_requests, config)
+        table.add(run.trace, run.requests, args.engines, args.router, run.simulated_s, run.wall_s,
+                  run.simulated_s / run.wall_s, run.events, run.steps, f"{100 * run.step_s / run.wall_s:.0f}%",
+                  run.unfinished, run.refused)
     write_table(args.out / "table.md", [table], f"Command: `forethought bench sim {' '.join(argv)}`")
     return 0

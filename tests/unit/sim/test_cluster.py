@@ -160,6 +160,19 @@ def test_a_request_no_engine_can_hold_is_refused_with_its_reason_and_counted() -
     assert metrics.of(ServiceClass.BE).count == 0 and result.unfinished == 0
 
 
+def test_a_refused_turn_ends_its_conversation() -> None:
+    shared = TokenSegment("conv", 1, 100)
+    turns = (make_request("c-t0", segments=[shared], output=5),
+             make_request("c-t1", segments=[shared, TokenSegment("conv", 2, 100)], output=5),
+             make_request("c-t2", segments=[shared, TokenSegment("conv", 3, 10)], output=5))
+    workload = Workload(conversations=(Conversation("c", 0.0, turns, think_time_s=1.0),))
+    result = build_simulator(workload, ClusterConfig(kv_capacity_tokens=160)).run()
+    assert [r.request_id for r in result.records] == ["c-t0"]
+    assert [r.request_id for r in result.refused] == ["c-t1"]
+    assert result.refused[0].arrival_s == pytest.approx(result.records[0].finish_s + 1.0)
+    assert result.unfinished == 0
+
+
 @pytest.mark.parametrize(
     ("config", "blocks"),
     [
