@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import time
 
 import grpc
@@ -223,3 +224,16 @@ async def test_prewarm_decisions_come_when_due_and_never_for_a_step_left(start_s
         with pytest.raises(asyncio.TimeoutError):  # "left" would be due 2 s after its report
             await asyncio.wait_for(watch.read(), 2.5)
         watch.cancel()
+
+
+async def test_an_open_prewarm_stream_ends_when_the_service_stops(start_service):
+    service = start_service("demand", *SERVICE_ARGS, "--grace-s", "20")
+    async with grpc.aio.insecure_channel(service.address) as channel:
+        watch = demand_pb2_grpc.DemandServiceStub(channel).WatchPrewarm(demand_pb2.WatchPrewarmRequest())
+        await asyncio.sleep(0.5)  # the call reaches the handler, which sends nothing until a decision is due
+        stopping = time.monotonic()
+        service.process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(watch.read(), 10) == grpc.aio.EOF
+        assert await watch.code() == grpc.StatusCode.OK
+    assert await asyncio.to_thread(service.process.wait, 10) == 0
+    assert time.monotonic() - stopping < 5  # not the 20 s grace

@@ -44,7 +44,7 @@ class RunBoard:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self._runs: dict[RunKey, RunReport] = {}
-        self._watchers: set[asyncio.Queue[RunReport]] = set()
+        self._watchers: set[asyncio.Queue[RunReport | None]] = set()
         self._sequence = itertools.count(1)
 
     def report(self, application: str, run_id: str, position: RunPosition, attained_s: float) -> None:
@@ -57,10 +57,15 @@ class RunBoard:
         if (application, run_id) in self._runs:
             self._publish(RunReport(application, run_id, None, self.clock(), next(self._sequence)))
 
+    def close(self) -> None:
+        """Ends every watch: each watcher's queue gets None (the service is stopping)."""
+        for queue in self._watchers:
+            queue.put_nowait(None)
+
     @contextmanager
-    def watch(self) -> Iterator[asyncio.Queue[RunReport]]:
-        """A queue of reports, starting with every run in progress; closed on exit."""
-        queue: asyncio.Queue[RunReport] = asyncio.Queue()
+    def watch(self) -> Iterator[asyncio.Queue[RunReport | None]]:
+        """A queue of reports, starting with every run in progress, then None if the board closes."""
+        queue: asyncio.Queue[RunReport | None] = asyncio.Queue()
         for report in self._runs.values():
             queue.put_nowait(report)
         self._watchers.add(queue)

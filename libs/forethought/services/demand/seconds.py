@@ -2,11 +2,12 @@
 estimator's ``llm_seconds`` needs to turn recorded token lengths into service time.
 
 A unit's ``parallelism`` requests run as one batch on a backend of the profile, alone: one prefill of
-every prompt, which also yields each request's first token, then ``output - 1`` decode iterations whose
-context grows by a token per request each time. Decode time is affine in the context, so the iterations
-sum to their count times the iteration at the mean context, computed in constant time::
+every prompt, which also yields each request's first token, then ``output - 1`` decode iterations, the
+k-th attending to ``P * (I + k)`` tokens. Decode time is affine in the context, so the iterations sum in
+constant time from two of them::
 
-    seconds = prefill(P * I) + (O - 1) * decode(P, P * (I + (O + 1) / 2))
+    seconds = prefill(P * I) + sum_{k=1}^{O-1} decode(P, P * (I + k))
+            = prefill(P * I) + (O - 1) * decode(P, P * I) + (decode(P, P * (I + 1)) - decode(P, P * I)) * (O - 1) * O / 2
 
 That is demand (service time), not latency under load, which is what Hermes's estimate ranks by.
 """
@@ -38,6 +39,7 @@ class CostModelSeconds:
         seconds = profile.prefill_time(parallel * prompt)
         decodes = max(0, output - 1)
         if decodes:
-            mean_context = round(parallel * (prompt + (output + 1) / 2))
-            seconds += decodes * profile.decode_time(parallel, mean_context)
+            base = profile.decode_time(parallel, parallel * prompt)
+            per_token = profile.decode_time(parallel, parallel * (prompt + 1)) - base
+            seconds += decodes * base + per_token * decodes * (decodes + 1) / 2
         return seconds

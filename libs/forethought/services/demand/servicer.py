@@ -149,6 +149,8 @@ class DemandServicer(demand_pb2_grpc.DemandServiceServicer):
                 except TimeoutError:
                     pass
                 else:
+                    if report is None:  # the service is stopping
+                        return
                     timers.update(report)
                     await self._schedule(timers, report, knob)
                 for timer in timers.pop_due(clock()):

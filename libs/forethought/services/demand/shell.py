@@ -79,8 +79,9 @@ class DemandShell:
         store = ProfileStore(self._redis, settings.namespace, settings.run_ttl_s)
         seconds = CostModelSeconds(PROFILES[settings.cost_profile], PROFILES)
         rng = random.Random(settings.seed if settings.seed >= 0 else None)
+        self._board = RunBoard()
         self._servicer = DemandServicer(
-            Applications(store, seconds, settings.walks, settings.refine), store, RunBoard(), rng,
+            Applications(store, seconds, settings.walks, settings.refine), store, self._board, rng,
             settings.prewarm_knob, settings.warmup_s, self._is_warm,
         )
         self._tasks: list[asyncio.Task[None]] = []
@@ -95,7 +96,7 @@ class DemandShell:
                  self._settings.prewarm_knob)
 
     async def drain(self) -> None:
-        return None
+        self._board.close()  # prewarm streams end now instead of holding the stop for the whole grace
 
     async def stop(self) -> None:
         for task in self._tasks:
