@@ -125,6 +125,8 @@ BAD_INPUT = [
                  "application_file", id="empty-file"),
     pytest.param("RegisterApplication", {"application_file": "name: [unclosed"}, grpc.StatusCode.INVALID_ARGUMENT,
                  "application_file", id="not-yaml"),
+    pytest.param("RegisterApplication", {"application_file": "name: big\nprofiling_runs: 10001\nunits: {}"},
+                 grpc.StatusCode.INVALID_ARGUMENT, "application_file.profiling_runs", id="too-many-profiling-runs"),
     pytest.param("RegisterApplication", {"application": "a:b", "application_file": TRAPPED},
                  grpc.StatusCode.INVALID_ARGUMENT, "application", id="bad-name"),
     pytest.param("RegisterApplication", {"application": "a", "steps": [demand_pb2.StepSpec(name="x")]},
@@ -196,13 +198,33 @@ FETCH_THEN_SEARCH = json.dumps({"name": "fetch_then_search", "profiling_runs": 5
 }})
 
 
+class Decisions:
+    """Reads a WatchPrewarm stream in the background (cancelling a read would cancel the call)."""
+
+    def __init__(self, stub, effectiveness: float = 0.0) -> None:
+        self.call = stub.WatchPrewarm(demand_pb2.WatchPrewarmRequest(effectiveness=effectiveness))
+        self.received: asyncio.Queue = asyncio.Queue()
+        self._reading = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        async for reply in self.call:
+            await self.received.put(reply.decision)
+
+    async def next(self, timeout_s: float) -> demand_pb2.PrewarmDecision:
+        return await asyncio.wait_for(self.received.get(), timeout_s)
+
+    def close(self) -> None:
+        self.call.cancel()
+        self._reading.cancel()
+
+
 async def test_prewarm_decisions_come_when_due_and_never_for_a_step_left(start_service):
     """``fetch`` always takes 3 s and the web-search backend 1 s to warm: a prewarm is due 2 s into ``fetch``."""
     service = start_service("demand", *SERVICE_ARGS, "--warmup-tool-s", "1.0")
     async with grpc.aio.insecure_channel(service.address) as channel:
         stub = demand_pb2_grpc.DemandServiceStub(channel)
         await stub.RegisterApplication(demand_pb2.RegisterApplicationRequest(application_file=FETCH_THEN_SEARCH), timeout=60)
-        watch = stub.WatchPrewarm(demand_pb2.WatchPrewarmRequest(effectiveness=0.5))
+        watch = Decisions(stub, effectiveness=0.5)
 
         async def report(run_id: str, attained_s: float) -> None:
             await stub.Estimate(demand_pb2.EstimateRequest(application="fetch_then_search", run_id=run_id,
@@ -214,16 +236,34 @@ async def test_prewarm_decisions_come_when_due_and_never_for_a_step_left(start_s
         await report("late", 1.5)
         late_reported = time.monotonic()
         await report("now", 2.5)
-        first = (await asyncio.wait_for(watch.read(), 10)).decision
+        first = await watch.next(10)
         assert (first.run_id, first.step, first.current_step, first.backend, first.tool) == (
             "now", "search", "fetch", "web-search", "web-search")
         assert (first.selection_probability, first.warmup_s, first.start_in_s) == (1.0, 1.0, 0.0)
-        second = (await asyncio.wait_for(watch.read(), 10)).decision
+        second = await watch.next(10)
         assert second.run_id == "late"
         assert time.monotonic() - late_reported >= 0.45  # sent when due, not when reported
         with pytest.raises(asyncio.TimeoutError):  # "left" would be due 2 s after its report
-            await asyncio.wait_for(watch.read(), 2.5)
-        watch.cancel()
+            await watch.next(2.5)
+        watch.close()
+
+
+async def test_replacing_an_application_drops_the_timers_of_its_runs(start_service):
+    service = start_service("demand", *SERVICE_ARGS, "--warmup-tool-s", "1.0")
+    async with grpc.aio.insecure_channel(service.address) as channel:
+        stub = demand_pb2_grpc.DemandServiceStub(channel)
+        register = demand_pb2.RegisterApplicationRequest(application_file=FETCH_THEN_SEARCH)
+        await stub.RegisterApplication(register, timeout=60)
+        watch = Decisions(stub)
+        await stub.Estimate(demand_pb2.EstimateRequest(application="fetch_then_search", run_id="old", current_step="fetch",
+                                                       attained_s=1.0), timeout=30)  # due in 1 s
+        assert not (await stub.RegisterApplication(register, timeout=60)).kept
+        with pytest.raises(asyncio.TimeoutError):
+            await watch.next(1.5)
+        await stub.Estimate(demand_pb2.EstimateRequest(application="fetch_then_search", run_id="new", current_step="fetch",
+                                                       attained_s=2.5), timeout=30)
+        assert (await watch.next(10)).run_id == "new"
+        watch.close()
 
 
 async def test_an_open_prewarm_stream_ends_when_the_service_stops(start_service):

@@ -5,6 +5,7 @@ in memory after. One lock per application orders its estimates and the runs it l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 from collections.abc import Mapping
@@ -18,6 +19,8 @@ from forethought.rpc.errors import NotFound
 from forethought.services.demand.store import ProfileStore
 
 NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+MAX_PROFILING_RUNS = 10_000
+"""Synthetic runs a registration may ask for (the paper profiles 100 to 1,000); more would stall the service."""
 
 
 @dataclass
@@ -70,14 +73,18 @@ class Applications:
         else:
             require(isinstance(file_name, str) and NAME.fullmatch(file_name) is not None,
                     "application_file.name", "must match [A-Za-z0-9_.-]{1,128} when application is empty")
-        if keep_existing:
-            existing = await self._find(str(data["name"]))
-            if existing is not None:
-                return existing, True
+        runs = data.get("profiling_runs", 0)
+        require(not isinstance(runs, int) or runs <= MAX_PROFILING_RUNS, "application_file.profiling_runs",
+                f"must be at most {MAX_PROFILING_RUNS}")
+        existing = await self._find(str(data["name"]))
+        if keep_existing and existing is not None:
+            return existing, True
         graph = await asyncio.to_thread(_build_graph, data)
         application = Application(graph, self._estimator(graph))
-        await self._store.save(graph)
-        self._known[graph.name] = application
+        # NOTE: a run the replaced graph is learning from finishes first, so its save cannot undo this one
+        async with existing.lock if existing is not None else contextlib.nullcontext():
+            await self._store.save(graph)
+            self._known[graph.name] = application
         return application, False
 
     async def get(self, name: str) -> Application:

@@ -57,6 +57,11 @@ class RunBoard:
         if (application, run_id) in self._runs:
             self._publish(RunReport(application, run_id, None, self.clock(), next(self._sequence)))
 
+    def forget_application(self, application: str) -> None:
+        """The application was replaced: its runs' steps may no longer exist, so their timers are stale."""
+        for application_name, run_id in [key for key in self._runs if key[0] == application]:
+            self.leave(application_name, run_id)
+
     def close(self) -> None:
         """Ends every watch: each watcher's queue gets None (the service is stopping)."""
         for queue in self._watchers:

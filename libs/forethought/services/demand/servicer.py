@@ -94,6 +94,8 @@ class DemandServicer(demand_pb2_grpc.DemandServiceServicer):
         require(not request.steps, "steps", "the dependency-graph form is not accepted; send application_file")
         application, kept = await self._applications.register(request.application, request.application_file, request.keep_existing)
         graph = application.graph
+        if not kept:
+            self._board.forget_application(graph.name)
         return demand_pb2.RegisterApplicationResponse(
             steps=len(graph.units), application=graph.name, entry=graph.entry, recorded=application.recorded, kept=kept
         )
@@ -194,6 +196,8 @@ class DemandServicer(demand_pb2_grpc.DemandServiceServicer):
             return []
         position = report.position
         application = await self._applications.get(report.application)
+        if position.unit not in application.graph.units:  # NOTE: only a report older than a replacement
+            return []
         current = application.graph.units[position.unit].backend
         elapsed_s = max(0.0, self._board.clock() - report.started_s)
 
