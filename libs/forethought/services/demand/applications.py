@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 
 import yaml
@@ -94,6 +94,16 @@ class Applications:
         if application is None:
             raise NotFound(f"application: '{name}' is not registered")
         return application
+
+    @contextlib.asynccontextmanager
+    async def locked(self, name: str) -> AsyncIterator[Application]:
+        """The application called ``name`` with its lock held; one replaced meanwhile is looked up again."""
+        while True:
+            application = await self.get(name)
+            async with application.lock:
+                if self._known.get(name) is application:
+                    yield application
+                    return
 
     async def _find(self, name: str) -> Application | None:
         if name in self._known:

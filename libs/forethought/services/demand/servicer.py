@@ -101,11 +101,10 @@ class DemandServicer(demand_pb2_grpc.DemandServiceServicer):
         )
 
     async def Record(self, request: demand_pb2.RecordRequest, context: grpc.aio.ServicerContext) -> demand_pb2.RecordResponse:
-        application = await self._applications.get(request.application)
-        graph = application.graph
         require(0 < len(request.run_id) <= MAX_RUN_ID, "run_id", f"is required, at most {MAX_RUN_ID} characters")
-        consumption = consumption_of(request, graph.unit(request.step, "step").backend)
-        async with application.lock:
+        async with self._applications.locked(request.application) as application:
+            graph = application.graph
+            consumption = consumption_of(request, graph.unit(request.step, "step").backend)
             done = await self._store.run_steps(graph.name, request.run_id)
             require_follows(graph, done[-1].unit if done else None, request.step, "step")
             run = [*done, UnitExecution(request.step, consumption)]
@@ -120,15 +119,14 @@ class DemandServicer(demand_pb2_grpc.DemandServiceServicer):
         return demand_pb2.RecordResponse(run_steps=len(run), learnt=True)
 
     async def Estimate(self, request: demand_pb2.EstimateRequest, context: grpc.aio.ServicerContext) -> demand_pb2.EstimateResponse:
-        application = await self._applications.get(request.application)
-        graph = application.graph
         deadline_s, attained_s = request.deadline_in_s, request.attained_s
         require(math.isfinite(deadline_s) and deadline_s >= 0, "deadline_in_s", "must be >= 0: the deadline has passed")
         require(math.isfinite(attained_s) and attained_s >= 0, "attained_s", "must be >= 0")
         input_tokens = request.input_tokens if request.HasField("input_tokens") else None
         require(input_tokens is None or input_tokens >= 0, "input_tokens", "must be >= 0")
         require(len(request.run_id) <= MAX_RUN_ID, "run_id", f"must be at most {MAX_RUN_ID} characters")
-        async with application.lock:
+        async with self._applications.locked(request.application) as application:
+            graph = application.graph
             position = await self._position(graph, request, input_tokens)
             rng = random.Random(self._rng.getrandbits(64))
             estimate = await asyncio.to_thread(application.estimator.estimate, position, rng)
