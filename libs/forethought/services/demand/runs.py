@@ -32,6 +32,7 @@ class RunReport:
     position: RunPosition | None
     started_s: float
     sequence: int
+    reported_s: float = 0.0
 
     @property
     def key(self) -> RunKey:
@@ -39,18 +40,23 @@ class RunReport:
 
 
 class RunBoard:
-    """The latest report of each run in progress, fanned out to every watcher."""
+    """The latest report of each run in progress, fanned out to every watcher; a run silent for ``ttl_s``
+    is dropped as abandoned."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, ttl_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
+        self._ttl_s = ttl_s
+        self._swept_s = clock()
         self._runs: dict[RunKey, RunReport] = {}
         self._watchers: set[asyncio.Queue[RunReport | None]] = set()
         self._sequence = itertools.count(1)
 
     def report(self, application: str, run_id: str, position: RunPosition, attained_s: float) -> None:
         """The run is in ``position.unit``, which has had ``attained_s`` of service so far."""
-        started_s = self.clock() - attained_s
-        self._publish(RunReport(application, run_id, position, started_s, next(self._sequence)))
+        now_s = self.clock()
+        self._publish(RunReport(application, run_id, position, now_s - attained_s, next(self._sequence), now_s))
+        if now_s - self._swept_s > min(self._ttl_s, 60.0):
+            self._sweep(now_s)
 
     def leave(self, application: str, run_id: str) -> None:
         """The run finished its step (or the run itself): its timers are stale."""
@@ -78,6 +84,13 @@ class RunBoard:
             yield queue
         finally:
             self._watchers.discard(queue)
+
+    def _sweep(self, now_s: float) -> None:
+        """Drops the runs silent for longer than ``ttl_s``: abandoned, or lost by their caller."""
+        self._swept_s = now_s
+        for key, report in list(self._runs.items()):
+            if report.reported_s < now_s - self._ttl_s:
+                self.leave(*key)
 
     def _publish(self, report: RunReport) -> None:
         if report.position is None:

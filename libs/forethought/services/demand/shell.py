@@ -43,7 +43,7 @@ class Settings(ServiceSettings):
     warmup_model_s: float = option(20.0, "seconds to load a model, t_p of a model prewarm")
     warmup_lora_s: float = option(0.05, "seconds to load a LoRA adapter, t_p of an adapter prewarm")
     warmup_tool_s: float = option(1.0, "seconds to start a tool backend, t_p of a tool prewarm")
-    run_ttl_s: float = option(86_400.0, "seconds an unfinished run's recorded steps are kept after its last step")
+    run_ttl_s: float = option(86_400.0, "seconds an unfinished run's steps (and its last report) are kept after the last one")
     registry_poll_s: float = option(2.0, "seconds between reads of the worker registry (models served are warm)")
     seed: int = option(-1, "seed of the Monte Carlo walks; -1 = a fresh one each start")
 
@@ -79,7 +79,7 @@ class DemandShell:
         store = ProfileStore(self._redis, settings.namespace, settings.run_ttl_s)
         seconds = CostModelSeconds(PROFILES[settings.cost_profile], PROFILES)
         rng = random.Random(settings.seed if settings.seed >= 0 else None)
-        self._board = RunBoard()
+        self._board = RunBoard(settings.run_ttl_s)
         self._servicer = DemandServicer(
             Applications(store, seconds, settings.walks, settings.refine), store, self._board, rng,
             settings.prewarm_knob, settings.warmup_s, self._is_warm,
