@@ -32,19 +32,17 @@ times lognormal noise of ``sigma``; any of them may add ``min`` and ``max``. Key
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from forethought.demand.consumption import Consumption, UnitExecution
 from forethought.demand.graph import END, FunctionalUnit, PDGraph
 from forethought.demand.schema import integer, mapping, no_unknown_keys, number, sequence, text
 from forethought.demand.serialization import backend_from_dict, graph_of, next_units_from_dict
+from forethought.documents import read_document
 from forethought.domain import InvalidField, require
 
 PROFILING_RUNS = 200
@@ -67,14 +65,7 @@ def load_application(path: str | Path, rng: random.Random | None = None) -> PDGr
     Raises:
         InvalidField: the file breaks a rule; the field names where.
     """
-    path = Path(path)
-    require(path.suffix in (".yaml", ".yml", ".json"), "path", f"{path.name}: must end in .yaml, .yml or .json")
-    text = path.read_text()
-    try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as error:
-        raise InvalidField("path", f"{path.name}: not valid {path.suffix[1:].upper()}: {error}") from error
-    return application_from_dict(data, rng)
+    return application_from_dict(read_document(path), rng)
 
 
 def application_from_dict(data: object, rng: random.Random | None = None) -> PDGraph:

@@ -13,17 +13,15 @@ Every broken rule raises ``forethought.domain.InvalidField`` naming the field's 
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from forethought.costmodel import HardwareSpec, ModelSpec
 from forethought.costmodel.registry import A100_80GB, CPU_2_CORES, H100_80GB, LLAMA_7B, LLAMA_13B, LLAMA_70B, SMOLLM2_135M
 from forethought.demand.schema import integer, mapping, no_unknown_keys, number, sequence, text
+from forethought.documents import read_document
 from forethought.domain import InvalidField, require
 from forethought.planner.applications import chain_summary_job, ensembling_job, routing_job
 from forethought.planner.baselines import heuristic_plan
@@ -72,14 +70,7 @@ CastilloLoader = Callable[[], Mapping[str, OutputLengthCDF]]
 
 def load_job_file(path: str | Path) -> JobFile:
     """Reads ``path`` (``.yaml``, ``.yml`` or ``.json``); InvalidField names the broken field."""
-    path = Path(path)
-    require(path.suffix in (".yaml", ".yml", ".json"), "path", f"{path.name}: must end in .yaml, .yml or .json")
-    raw = path.read_text()
-    try:
-        data = json.loads(raw) if path.suffix == ".json" else yaml.safe_load(raw)
-    except (json.JSONDecodeError, yaml.YAMLError) as error:
-        raise InvalidField("path", f"{path.name}: not valid {path.suffix[1:].upper()}: {error}") from error
-    return job_file_from_dict(data, default_name=path.stem)
+    return job_file_from_dict(read_document(path), default_name=Path(path).stem)
 
 
 def job_file_from_dict(data: object, default_name: str = "job") -> JobFile:
