@@ -16,5 +16,5 @@ def test_bros_benchmark_writes_its_table_and_plots(tmp_path, capsys) -> None:
 def test_sim_benchmark_reports_speed(tmp_path) -> None:
     assert run_benchmark("sim", ["--requests", "30", "--engines", "2", "--out", str(tmp_path)]) == 0
     rows = (tmp_path / "table.md").read_text().splitlines()
-    assert rows[-1].startswith("| 30 | 2 | least_load |")
-    assert rows[-1].endswith("| 0 |")  # nothing left unfinished
+    assert rows[-1].startswith("| Azure conv (llama-13b-a100) | 30 | 2 | least_load |")
+    assert rows[-1].endswith("| 0 | 0 |")  # nothing left unfinished, nothing refused
