@@ -7,7 +7,6 @@ import grpc
 from forethought.domain import (
     GenerationRequest,
     require,
-    validate_generation,
     validate_prompt,
     validate_terms,
 )
@@ -59,12 +58,17 @@ def forecast_prompt(request: scheduler_pb2.GenerateRequest) -> ForecastPrompt:
 
 
 def generation_of(request: scheduler_pb2.GenerateRequest, request_id: str, token_ids: list[int]) -> GenerationRequest:
-    """The engine request of a validated front-door request whose prompt is now ``token_ids``."""
-    return validate_generation(GenerationRequest(
+    """The engine request of a front-door request ``validate`` passed, whose prompt is now ``token_ids``.
+
+    ``validate`` checked the terms and a token-id prompt; only a prompt the tokenizer made is checked here.
+    """
+    if request.WhichOneof("prompt") != "token_ids":
+        validate_prompt(token_ids)
+    return GenerationRequest(
         request_id=request_id, prompt_token_ids=tuple(token_ids), max_tokens=request.max_tokens,
         service_class=convert.service_class_from_proto(request.service_class),
         ttft_slo_s=request.slo.ttft_s, tpot_slo_s=request.slo.tpot_s, sampling=convert.sampling_from_proto(request.sampling),
-    ))
+    )
 
 
 def health_of(state: str, age_s: float, ttl_s: float) -> int:
