@@ -12,7 +12,7 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -72,6 +72,13 @@ class PlainService:
 
     async def stop(self) -> None:
         return None
+
+
+async def cancel_tasks(tasks: Sequence[asyncio.Task[None]]) -> None:
+    """Cancels a shell's background tasks and waits for them; one that had already failed does not stop the stop."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ sends Eq. 3's decisions for the runs that report their step. docs/demand.md, "Se
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from forethought.cluster.registry import WorkerRegistry
 from forethought.config import ConfigError, ServiceSettings, option
 from forethought.costmodel import PROFILES, profile_names
 from forethought.demand import EXPECTED_EFFECTIVENESS, WALKS, BackendKind, BackendSpec
-from forethought.rpc.server import ServiceSpec
+from forethought.rpc.server import ServiceSpec, cancel_tasks
 from forethought.services.demand.applications import Applications
 from forethought.services.demand.runs import RunBoard
 from forethought.services.demand.seconds import CostModelSeconds
@@ -99,11 +98,7 @@ class DemandShell:
         self._board.close()  # prewarm streams end now instead of holding the stop for the whole grace
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_tasks(self._tasks)
         await self._redis.aclose()
 
     def _is_warm(self, backend: BackendSpec) -> bool:

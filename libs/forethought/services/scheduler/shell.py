@@ -9,7 +9,6 @@ worker has room. The decisions are ``forethought.scheduling``; this package does
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from forethought.prefix.redis_index import RedisPrefixIndex
 from forethought.queueing import POLICY_NAMES, GlobalQueue, build_policy
 from forethought.routing import ROUTER_NAMES, build_router
 from forethought.rpc.channels import open_channel
-from forethought.rpc.server import ServiceSpec
+from forethought.rpc.server import ServiceSpec, cancel_tasks
 from forethought.scheduling import Dispatcher, WorkerSlots
 from forethought.services.scheduler.forecasts import ForecastClient
 from forethought.services.scheduler.placement import PlacementLoop
@@ -128,11 +127,7 @@ class SchedulerShell:
         return None
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_tasks(self._tasks)
         await self._pool.close()
         if self._forecasts is not None:
             await self._forecasts.close()

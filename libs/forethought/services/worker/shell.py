@@ -30,7 +30,7 @@ from forethought.prewarm import (
     PrewarmAgent,
     ProcessPoolSandbox,
 )
-from forethought.rpc.server import ServiceSpec
+from forethought.rpc.server import ServiceSpec, cancel_tasks
 from forethought.services.worker.servicer import WorkerServicer
 from forethought.v1 import worker_pb2_grpc
 
@@ -163,11 +163,7 @@ class WorkerShell:
             await self._heartbeat()
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_tasks(self._tasks)
         with contextlib.suppress(Exception):
             await self._registry.deregister(self._worker_id)
             await self._index.remove_worker(self._worker_id)
