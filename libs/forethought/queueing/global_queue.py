@@ -15,6 +15,7 @@ import heapq
 import itertools
 from collections import deque
 from dataclasses import replace
+from typing import Any
 
 from forethought.queueing.policy import QueuedRequest, QueuePolicy
 
@@ -99,15 +100,17 @@ class GlobalQueue:
         self._compact_if_sparse()
         return found[0] if found else None
 
-    def update_priority(self, request_id: str, value: float) -> None:
-        """Sets a waiting request's ``priority`` and re-orders it.
+    def revise(self, request_id: str, **changes: Any) -> QueuedRequest:
+        """Changes fields of a waiting request (its ``priority``, its application's rank) and re-orders it.
 
         Raises:
             KeyError: no request with that id is waiting.
         """
         request, _ = self._live[request_id]
-        self._insert(replace(request, priority=value))
+        revised = replace(request, **changes)
+        self._insert(revised)
         self._compact_if_sparse()
+        return revised
 
     def ordered(self, now: float) -> list[QueuedRequest]:
         """Every waiting request in the order ``pop`` would return them (O(n log n); for inspection)."""

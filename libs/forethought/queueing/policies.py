@@ -79,31 +79,37 @@ class SsjfPolicy(_TimedOrder):
 
 @dataclass(frozen=True)
 class GittinsPolicy(_TimedOrder):
-    """Lowest Gittins rank first (Hermes Eq. 1) over the predicted output-length quantiles.
+    """Lowest Gittins rank first (Hermes Eq. 1), after the explicit ``priority``.
 
-    A positive ``priority`` is an application-level Gittins rank handed in by the demand service and
-    replaces the per-request rank. Without quantiles the point prediction is the distribution.
+    A step of an application run takes its run's rank (``application_rank``, seconds of remaining demand
+    from the demand service), so every step of a short application passes the steps of a long one. Any
+    other request is ranked by its own predicted output-length quantiles (the point prediction when
+    there are none). Scores are in output tokens: an application's seconds become tokens at
+    ``seconds_per_output_token``, so both kinds share one queue.
     """
 
     default_output_tokens: float = 256.0
+    seconds_per_output_token: float = 0.02
 
     name = "gittins"
 
     def static_key(self, request: QueuedRequest) -> tuple[float, ...]:
-        if request.priority > 0:
-            return (request.priority,)
+        if request.application_rank is not None:
+            return (request.priority, request.application_rank / self.seconds_per_output_token)
         if request.predicted_quantiles:
-            return (gittins_index(request.predicted_quantiles),)
+            return (request.priority, gittins_index(request.predicted_quantiles))
         predicted = request.predicted_output_tokens
-        return (predicted if predicted > 0 else self.default_output_tokens,)
+        return (request.priority, predicted if predicted > 0 else self.default_output_tokens)
 
 
 @dataclass(frozen=True)
 class LstfPolicy(_TimedOrder):
-    """Least slack time first (Hermes Eq. 2): ``deadline - now - worst-case remaining time``.
+    """Least slack time first (Hermes Eq. 2): ``deadline - now - remaining time``.
 
-    The worst case is the largest predicted quantile (or the point prediction) times
-    ``seconds_per_output_token``. Requests without a deadline follow all with one, oldest first.
+    A step of an application run takes its run's estimated remaining time (``application_remaining_s``,
+    from the demand service) against the run's deadline; any other request its worst case, the largest
+    predicted quantile (or the point prediction) times ``seconds_per_output_token``. Requests without
+    a deadline follow all with one, oldest first.
     """
 
     seconds_per_output_token: float = 0.02
@@ -118,6 +124,8 @@ class LstfPolicy(_TimedOrder):
         return (request.priority, 0.0, request.deadline_s - self.worst_case_remaining_s(request))
 
     def worst_case_remaining_s(self, request: QueuedRequest) -> float:
+        if request.application_remaining_s is not None:
+            return request.application_remaining_s
         if request.predicted_quantiles:
             tokens = max(request.predicted_quantiles)
         elif request.predicted_output_tokens > 0:

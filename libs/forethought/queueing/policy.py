@@ -20,6 +20,9 @@ class QueuedRequest:
     ``predicted_quantiles``: output-length quantiles (p10..p90, in tokens) when the predictor gave them.
     ``deadline_s``: absolute time by which the request (or its application) must finish; 0 means none.
     ``priority``: an explicit override, lower first; the scheduler may change it while the request waits.
+    ``application_rank``: the Gittins rank (Hermes Eq. 1, seconds) of the application run the request is a
+    step of, from the demand service; None for a request outside an application.
+    ``application_remaining_s``: that run's estimated remaining service time (Hermes 3.2); None outside one.
     """
 
     request_id: str
@@ -32,6 +35,8 @@ class QueuedRequest:
     deadline_s: float = 0.0
     priority: float = 0.0
     application_id: str = ""
+    application_rank: float | None = None
+    application_remaining_s: float | None = None
 
 
 class QueuePolicy(Protocol):

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from forethought.queueing.global_queue import GlobalQueue
 from forethought.queueing.policy import engine_priority
@@ -194,12 +195,16 @@ class Dispatcher:
         del self.requests[request_id]
         return request
 
-    def update_priority(self, request_id: str, value: float) -> bool:
-        """Re-orders a waiting request (e.g. its application's Gittins rank moved); False if not waiting."""
-        if request_id not in self.queue:
+    def revise(self, request_id: str, **changes: Any) -> bool:
+        """Changes the queue fields of a request not yet on a worker (its application's rank moved) and
+        re-orders it if it waits in the queue; False when it is unknown or already on a worker."""
+        request = self.requests.get(request_id)
+        if request is None or request.status.on_worker:
             return False
-        self.queue.update_priority(request_id, value)
-        self.requests[request_id].queued.priority = value
+        if request_id in self.queue:
+            request.queued = self.queue.revise(request_id, **changes)
+        else:  # between placement attempts: the next one sees the new fields
+            request.queued = replace(request.queued, **changes)
         return True
 
     @property

@@ -39,17 +39,17 @@ def test_pop_returns_ssjf_order_without_removed_requests(predictions: list[float
     assert drain(queue, 100.0) == [f"r{i}" for _, i in expected]
 
 
-def test_update_priority_moves_a_request_to_the_front_and_back() -> None:
+def test_revise_moves_a_request_to_the_front_and_back() -> None:
     queue = GlobalQueue(build_policy("fcfs"))
     for index in range(4):
         queue.push(make_request(index, float(index)), now=float(index))
-    queue.update_priority("r3", -1.0)
+    assert queue.revise("r3", priority=-1.0).priority == -1.0
     assert queue.peek(4.0).request_id == "r3"
-    queue.update_priority("r0", 5.0)
+    queue.revise("r0", priority=5.0)
     assert [r.request_id for r in queue.ordered(4.0)] == ["r3", "r1", "r2", "r0"]
     assert drain(queue, 4.0) == ["r3", "r1", "r2", "r0"]
     with pytest.raises(KeyError):
-        queue.update_priority("r0", 1.0)
+        queue.revise("r0", priority=1.0)
 
 
 def test_aging_eventually_serves_an_old_long_request() -> None:
@@ -107,6 +107,6 @@ def test_many_updates_keep_the_heap_compact() -> None:
     for index in range(100):
         queue.push(make_request(index, float(index)), now=0.0)
     for value in range(1000):
-        queue.update_priority(f"r{value % 100}", float(value))
+        queue.revise(f"r{value % 100}", priority=float(value))
     assert len(queue._heap) <= 2 * len(queue) + 64
     assert drain(queue, 0.0)[:3] == ["r0", "r1", "r2"]  # priorities 900, 901, 902

@@ -98,9 +98,20 @@ def test_gittins_prefers_a_job_likely_to_finish_soon_over_a_smaller_mean() -> No
     assert order("ssjf", [make_request(2, 0, predicted_output_tokens=50.5), steady], 0.0)[0] == "r1"
 
 
-def test_gittins_uses_an_application_rank_passed_as_priority() -> None:
-    request = make_request(0, 0.0, predicted_quantiles=(1.0, 2.0), priority=7.5)
-    assert build_policy("gittins").key(request, 3.0) == (7.5,)
+def test_gittins_orders_application_steps_by_their_run_rank_in_token_equivalents() -> None:
+    short_run = make_request(0, 0.0, predicted_quantiles=(500.0, 900.0), application_rank=1.0)  # 50 tokens
+    long_run = make_request(1, 0.0, predicted_quantiles=(1.0, 2.0), application_rank=8.0)  # 400 tokens
+    lone = make_request(2, 0.0, predicted_output_tokens=100.0)
+    assert order("gittins", [long_run, lone, short_run], now=0.0) == ["r0", "r2", "r1"]
+    assert build_policy("gittins").key(short_run, 3.0) == (0.0, pytest.approx(50.0))
+    # A rank of 0 (the run's demand all but attained) still counts: it is not "no rank".
+    assert build_policy("gittins").key(make_request(3, 0.0, application_rank=0.0), 0.0) == (0.0, 0.0)
+
+
+def test_lstf_takes_an_application_step_s_slack_from_its_run_s_remaining_demand() -> None:
+    tight = make_request(0, 0.0, deadline_s=100.0, application_remaining_s=90.0, predicted_output_tokens=1.0)
+    loose = make_request(1, 0.0, deadline_s=50.0, predicted_output_tokens=100.0)  # 2 s worst case: slack 48
+    assert order("lstf", [loose, tight], now=0.0) == ["r0", "r1"]
 
 
 @pytest.mark.parametrize(

@@ -98,9 +98,12 @@ def test_the_queue_policy_decides_who_is_placed_first(policy: str, expected: lis
 def test_a_waiting_request_can_be_moved_ahead_by_a_new_priority() -> None:
     dispatcher = make_dispatcher(("w0",), max_waiting=1)
     submit_all(dispatcher, make_request("a", arrival=0.0), make_request("b", arrival=1.0))
-    assert dispatcher.update_priority("b", -1.0)
-    assert not dispatcher.update_priority("unknown", -1.0)
+    assert dispatcher.revise("b", priority=-1.0)
+    assert dispatcher.requests["b"].queued.priority == -1.0
+    assert not dispatcher.revise("unknown", priority=-1.0)
     assert [r.request_id for r in dispatcher.take(2.0)] == ["b"]
+    dispatcher.place("b", {}, 2.0)
+    assert not dispatcher.revise("b", priority=3.0)  # on its worker: the queue no longer orders it
 
 
 def test_placement_exploits_the_worker_caching_the_prefix_and_ignores_unknown_workers() -> None:
