@@ -36,7 +36,7 @@ WORKER_HEALTH_DRAINING: WorkerHealth
 WORKER_HEALTH_UNHEALTHY: WorkerHealth
 
 class GenerateRequest(_message.Message):
-    __slots__ = ("request_id", "model", "text", "token_ids", "chat", "max_tokens", "sampling", "service_class", "slo", "application_id", "step", "deadline", "return_text")
+    __slots__ = ("request_id", "model", "text", "token_ids", "chat", "max_tokens", "sampling", "service_class", "slo", "application_id", "step", "deadline", "return_text", "lora_adapter")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +50,7 @@ class GenerateRequest(_message.Message):
     STEP_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     RETURN_TEXT_FIELD_NUMBER: _ClassVar[int]
+    LORA_ADAPTER_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     model: str
     text: str
@@ -63,7 +64,8 @@ class GenerateRequest(_message.Message):
     step: str
     deadline: _timestamp_pb2.Timestamp
     return_text: bool
-    def __init__(self, request_id: _Optional[str] = ..., model: _Optional[str] = ..., text: _Optional[str] = ..., token_ids: _Optional[_Union[_common_pb2.TokenIds, _Mapping]] = ..., chat: _Optional[_Union[ChatMessages, _Mapping]] = ..., max_tokens: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., service_class: _Optional[_Union[_common_pb2.ServiceClass, str]] = ..., slo: _Optional[_Union[_common_pb2.ServiceLevelObjective, _Mapping]] = ..., application_id: _Optional[str] = ..., step: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., return_text: _Optional[bool] = ...) -> None: ...
+    lora_adapter: str
+    def __init__(self, request_id: _Optional[str] = ..., model: _Optional[str] = ..., text: _Optional[str] = ..., token_ids: _Optional[_Union[_common_pb2.TokenIds, _Mapping]] = ..., chat: _Optional[_Union[ChatMessages, _Mapping]] = ..., max_tokens: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., service_class: _Optional[_Union[_common_pb2.ServiceClass, str]] = ..., slo: _Optional[_Union[_common_pb2.ServiceLevelObjective, _Mapping]] = ..., application_id: _Optional[str] = ..., step: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., return_text: _Optional[bool] = ..., lora_adapter: _Optional[str] = ...) -> None: ...
 
 class ChatMessages(_message.Message):
     __slots__ = ("messages",)
@@ -122,12 +124,50 @@ class SubmitApplicationRequest(_message.Message):
     def __init__(self, application: _Optional[str] = ..., run_id: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., service_class: _Optional[_Union[_common_pb2.ServiceClass, str]] = ...) -> None: ...
 
 class SubmitApplicationResponse(_message.Message):
-    __slots__ = ("run_id", "estimated_completion_s")
+    __slots__ = ("run_id", "estimated_completion_s", "gittins_rank")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ESTIMATED_COMPLETION_S_FIELD_NUMBER: _ClassVar[int]
+    GITTINS_RANK_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     estimated_completion_s: float
-    def __init__(self, run_id: _Optional[str] = ..., estimated_completion_s: _Optional[float] = ...) -> None: ...
+    gittins_rank: float
+    def __init__(self, run_id: _Optional[str] = ..., estimated_completion_s: _Optional[float] = ..., gittins_rank: _Optional[float] = ...) -> None: ...
+
+class ReportStepRequest(_message.Message):
+    __slots__ = ("run_id", "step", "duration_s")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    DURATION_S_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    step: str
+    duration_s: float
+    def __init__(self, run_id: _Optional[str] = ..., step: _Optional[str] = ..., duration_s: _Optional[float] = ...) -> None: ...
+
+class ReportStepResponse(_message.Message):
+    __slots__ = ("remaining_s", "gittins_rank")
+    REMAINING_S_FIELD_NUMBER: _ClassVar[int]
+    GITTINS_RANK_FIELD_NUMBER: _ClassVar[int]
+    remaining_s: float
+    gittins_rank: float
+    def __init__(self, remaining_s: _Optional[float] = ..., gittins_rank: _Optional[float] = ...) -> None: ...
+
+class FinishApplicationRequest(_message.Message):
+    __slots__ = ("run_id", "failed")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    failed: bool
+    def __init__(self, run_id: _Optional[str] = ..., failed: _Optional[bool] = ...) -> None: ...
+
+class FinishApplicationResponse(_message.Message):
+    __slots__ = ("act_s", "steps", "learnt")
+    ACT_S_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    LEARNT_FIELD_NUMBER: _ClassVar[int]
+    act_s: float
+    steps: int
+    learnt: bool
+    def __init__(self, act_s: _Optional[float] = ..., steps: _Optional[int] = ..., learnt: _Optional[bool] = ...) -> None: ...
 
 class WatchApplicationRequest(_message.Message):
     __slots__ = ("run_id",)
@@ -136,18 +176,26 @@ class WatchApplicationRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class WatchApplicationResponse(_message.Message):
-    __slots__ = ("run_id", "step", "state", "remaining_s", "gittins_rank")
+    __slots__ = ("run_id", "step", "state", "remaining_s", "gittins_rank", "execution", "finished", "act_s", "at_s")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     REMAINING_S_FIELD_NUMBER: _ClassVar[int]
     GITTINS_RANK_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    ACT_S_FIELD_NUMBER: _ClassVar[int]
+    AT_S_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     step: str
     state: StepState
     remaining_s: float
     gittins_rank: float
-    def __init__(self, run_id: _Optional[str] = ..., step: _Optional[str] = ..., state: _Optional[_Union[StepState, str]] = ..., remaining_s: _Optional[float] = ..., gittins_rank: _Optional[float] = ...) -> None: ...
+    execution: int
+    finished: bool
+    act_s: float
+    at_s: float
+    def __init__(self, run_id: _Optional[str] = ..., step: _Optional[str] = ..., state: _Optional[_Union[StepState, str]] = ..., remaining_s: _Optional[float] = ..., gittins_rank: _Optional[float] = ..., execution: _Optional[int] = ..., finished: _Optional[bool] = ..., act_s: _Optional[float] = ..., at_s: _Optional[float] = ...) -> None: ...
 
 class ListWorkersRequest(_message.Message):
     __slots__ = ("model",)

@@ -49,6 +49,16 @@ class SchedulerServiceStub:
                 request_serializer=forethought_dot_v1_dot_scheduler__pb2.SubmitApplicationRequest.SerializeToString,
                 response_deserializer=forethought_dot_v1_dot_scheduler__pb2.SubmitApplicationResponse.FromString,
                 _registered_method=True)
+        self.ReportStep = channel.unary_unary(
+                '/forethought.v1.SchedulerService/ReportStep',
+                request_serializer=forethought_dot_v1_dot_scheduler__pb2.ReportStepRequest.SerializeToString,
+                response_deserializer=forethought_dot_v1_dot_scheduler__pb2.ReportStepResponse.FromString,
+                _registered_method=True)
+        self.FinishApplication = channel.unary_unary(
+                '/forethought.v1.SchedulerService/FinishApplication',
+                request_serializer=forethought_dot_v1_dot_scheduler__pb2.FinishApplicationRequest.SerializeToString,
+                response_deserializer=forethought_dot_v1_dot_scheduler__pb2.FinishApplicationResponse.FromString,
+                _registered_method=True)
         self.WatchApplication = channel.unary_stream(
                 '/forethought.v1.SchedulerService/WatchApplication',
                 request_serializer=forethought_dot_v1_dot_scheduler__pb2.WatchApplicationRequest.SerializeToString,
@@ -80,14 +90,29 @@ class SchedulerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SubmitApplication(self, request, context):
-        """Registers a multi-step application run whose steps arrive later as Generate calls.
+        """Starts a run of a registered application (see DemandService). Its LLM steps arrive as Generate
+        calls naming the run (`application_id`) and the step; its tool steps as ReportStep.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReportStep(self, request, context):
+        """Reports a tool step of a run that just ended, with its measured duration.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FinishApplication(self, request, context):
+        """Ends a run: its steps are learnt by the demand graph and its completion time (ACT) is final.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def WatchApplication(self, request, context):
-        """Streams an application run's progress until it finishes.
+        """Streams a run's progress: every step's state changes, then its end with the ACT.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -117,6 +142,16 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     servicer.SubmitApplication,
                     request_deserializer=forethought_dot_v1_dot_scheduler__pb2.SubmitApplicationRequest.FromString,
                     response_serializer=forethought_dot_v1_dot_scheduler__pb2.SubmitApplicationResponse.SerializeToString,
+            ),
+            'ReportStep': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportStep,
+                    request_deserializer=forethought_dot_v1_dot_scheduler__pb2.ReportStepRequest.FromString,
+                    response_serializer=forethought_dot_v1_dot_scheduler__pb2.ReportStepResponse.SerializeToString,
+            ),
+            'FinishApplication': grpc.unary_unary_rpc_method_handler(
+                    servicer.FinishApplication,
+                    request_deserializer=forethought_dot_v1_dot_scheduler__pb2.FinishApplicationRequest.FromString,
+                    response_serializer=forethought_dot_v1_dot_scheduler__pb2.FinishApplicationResponse.SerializeToString,
             ),
             'WatchApplication': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchApplication,
@@ -210,6 +245,60 @@ class SchedulerService:
             '/forethought.v1.SchedulerService/SubmitApplication',
             forethought_dot_v1_dot_scheduler__pb2.SubmitApplicationRequest.SerializeToString,
             forethought_dot_v1_dot_scheduler__pb2.SubmitApplicationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportStep(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/forethought.v1.SchedulerService/ReportStep',
+            forethought_dot_v1_dot_scheduler__pb2.ReportStepRequest.SerializeToString,
+            forethought_dot_v1_dot_scheduler__pb2.ReportStepResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FinishApplication(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/forethought.v1.SchedulerService/FinishApplication',
+            forethought_dot_v1_dot_scheduler__pb2.FinishApplicationRequest.SerializeToString,
+            forethought_dot_v1_dot_scheduler__pb2.FinishApplicationResponse.FromString,
             options,
             channel_credentials,
             insecure,
