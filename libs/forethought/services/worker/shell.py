@@ -3,7 +3,8 @@ registered in Redis.
 
 The shell loads the primary model at start (more with LoadModel), registers the worker with heartbeats
 carrying its load, writes the primary engine's prefix-cache events into the Redis prefix index under
-the worker's id (so the scheduler knows what it caches), and runs the prewarm agent (Hermes 3.4).
+the worker's id (so the scheduler knows what it caches), and runs the prewarm agent (Hermes 3.4). Its
+engines' stats and prewarm tallies are Prometheus metrics (``forethought.services.worker.metrics``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from forethought.prewarm import (
     ProcessPoolSandbox,
 )
 from forethought.rpc.server import ServiceSpec, cancel_tasks
+from forethought.services.worker.metrics import WORKER_STATS, WorkerReading
 from forethought.services.worker.servicer import WorkerServicer
 from forethought.v1 import worker_pb2_grpc
 
@@ -131,6 +133,7 @@ class WorkerShell:
         self._address = ""
         self._tasks: list[asyncio.Task[None]] = []
         self._state = "serving"
+        self._metrics_key: int | None = None
 
     @property
     def _engine(self) -> EngineBackend:
@@ -149,6 +152,7 @@ class WorkerShell:
         # Subscribe before the first request so no cache event is missed.
         events = self._engine.cache_events()
         await self._heartbeat()
+        self._metrics_key = WORKER_STATS.add(self._reading)
         self._tasks = [
             asyncio.create_task(self._heartbeats()),
             asyncio.create_task(self._publish_cache_events(events)),
@@ -163,6 +167,8 @@ class WorkerShell:
             await self._heartbeat()
 
     async def stop(self) -> None:
+        if self._metrics_key is not None:
+            WORKER_STATS.remove(self._metrics_key)
         await cancel_tasks(self._tasks)
         with contextlib.suppress(Exception):
             await self._registry.deregister(self._worker_id)
@@ -177,6 +183,11 @@ class WorkerShell:
             engine=self._settings.engine, capacity=self._settings.capacity, state=self._state,
             load=self._engine.stats(),
         )
+
+    def _reading(self) -> WorkerReading:
+        lifecycle = self._agent.lifecycle
+        engines = {model: engine.stats() for model in lifecycle.loaded() if (engine := lifecycle.engine(model)) is not None}
+        return WorkerReading(self._worker_id, engines, self._agent.metrics())
 
     async def _heartbeat(self) -> None:
         await self._registry.heartbeat(self._record())
