@@ -170,6 +170,7 @@ class Dispatcher:
         if request is None or request.status is not PlacementStatus.DISPATCHED:
             return
         request.status = PlacementStatus.STREAMING
+        request.first_token_s = now
         self.slots.started(request.worker_id, request_id)
         self.router.observe_ttft(request_id, now - request.queued.arrival_s, now)
 

@@ -53,6 +53,7 @@ class ScheduledRequest:
     engine_priority: int = 0
     attempts: int = 0
     dispatched_s: float = 0.0
+    first_token_s: float = 0.0
 
     @property
     def request_id(self) -> str:

@@ -31,6 +31,11 @@ QUEUE_WAIT = Histogram(
     "forethought_queue_wait_seconds", "arrival at the scheduler to placement on a worker", ["model"],
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
 )
+SLO_REQUESTS = Counter(
+    "forethought_slo_requests_total",
+    "completed requests that set an objective (TTFT from arrival at the scheduler, mean TPOT), by whether it was met",
+    ["model", "objective", "outcome"],
+)
 FAILOVERS = Counter(
     "forethought_failovers_total", "requests whose worker was lost: retried elsewhere or failed", ["model", "outcome"]
 )

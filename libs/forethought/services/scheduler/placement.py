@@ -23,6 +23,7 @@ from forethought.scheduling import (
     ScheduledRequest,
     WorkerView,
 )
+from forethought.scheduling.slo import slo_outcomes
 from forethought.services.scheduler.dependency_reports import record_outcome
 from forethought.telemetry.metrics import (
     FAILOVERS,
@@ -31,6 +32,7 @@ from forethought.telemetry.metrics import (
     PLACEMENTS,
     QUEUE_DEPTH,
     QUEUE_WAIT,
+    SLO_REQUESTS,
 )
 
 log = logging.getLogger(__name__)
@@ -99,7 +101,13 @@ class PlacementLoop:
         self.dispatcher(request.model).first_token(request.request_id, self._clock())
 
     def finish(self, request: ScheduledRequest, output_tokens: int | None) -> None:
-        self.dispatcher(request.model).finish(request.request_id, self._clock(), output_tokens)
+        now = self._clock()
+        if output_tokens is not None:  # completed: its objectives can be judged
+            generation = request.generation
+            for outcome in slo_outcomes(generation.ttft_slo_s, generation.tpot_slo_s, request.queued.arrival_s,
+                                        request.first_token_s, now, output_tokens):
+                SLO_REQUESTS.labels(request.model, outcome.objective, "met" if outcome.met else "missed").inc()
+        self.dispatcher(request.model).finish(request.request_id, now, output_tokens)
         self.wake()
 
     def worker_lost(self, request: ScheduledRequest) -> tuple[Failover, asyncio.Future[str] | None]:
