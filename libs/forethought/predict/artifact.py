@@ -3,9 +3,11 @@ calibration, saved to and loaded from one folder; in memory a ``Forecaster``: pr
 
 Artifact layout (one folder, written atomically)::
 
-    config.json        version, formulation, buckets, backbone source, pooling, training config and metrics
-    calibration.json   validation residuals in log space (the spread of the forecast)
-    head.safetensors   the two-layer head's weights (input: CLS state and history features)
+    config.json        version, formulation, buckets, backbone source, pooling, the served models the head
+                       knows and their class edges, training config and metrics
+    calibration.json   validation residuals in log space (the spread of the forecast), overall and per model
+    head.safetensors   the two-layer head's weights (input: text state, history features and, for a
+                       model-aware head, the served model's one-hot and the prompt's length)
     backbone/          the fine-tuned MiniLM-L6 and its tokenizer (Hugging Face format); absent when
                        the head sits on the packaged MiniLM, frozen (SSJF section 3.1 phase 2 alone)
 """
@@ -26,7 +28,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from forethought.predict.buckets import QUANTILE_PERCENTS, LengthBuckets, ResidualSpread
-from forethought.predict.history import ConversationHistory, head_inputs
+from forethought.predict.calibration import OnlineCalibration
+from forethought.predict.history import NO_HISTORY, ConversationHistory, head_inputs
 from forethought.predict.length_forecast import LengthForecast
 from forethought.predict.proxy import (
     Formulation,
@@ -37,9 +40,14 @@ from forethought.predict.proxy import (
     packaged_backbone_dir,
     predicted_buckets,
 )
+from forethought.predict.served_models import SERVED_MODEL, model_features, model_input_width
 
-# format 2: the head reads history features too; a format-1 artifact must be retrained
-ARTIFACT_FORMAT = 2
+# format 2: the head reads history features too; a format-1 artifact must be retrained. Format 3 may add
+# served models to the head's input; a format-2 artifact is a format-3 one that knows no model
+ARTIFACT_FORMAT = 3
+READABLE_FORMATS = (2, 3)
+# the per-model spread keeps this many residual quantiles (a forecast's histogram is O(rows x residuals))
+SPREAD_POINTS = 512
 INFERENCE_BATCH = 32
 HEAD_FILE = "head.safetensors"
 # format-2 artifacts trained before the head moved to safetensors keep it as a torch pickle
@@ -70,11 +78,19 @@ class ForecasterConfig:
     pooling: Pooling = Pooling.CLS
     training: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
+    # the served models the head knows (empty: a model-agnostic head) and each one's class edges in its
+    # own tokens (SSJF's: p25, p50, p75, p99 of its training lengths)
+    models: tuple[str, ...] = ()
+    model_bucket_edges: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    # False: the head was trained without conversations, so it reads every prompt as a first round
+    history_features: bool = True
 
     def to_json(self) -> dict[str, Any]:
         data = dict(self.__dict__, formulation=self.formulation.value, backbone=self.backbone.value,
                     pooling=self.pooling.value, format=ARTIFACT_FORMAT)
         data["bucket_edges"], data["bucket_log_medians"] = list(self.bucket_edges), list(self.bucket_log_medians)
+        data["models"] = list(self.models)
+        data["model_bucket_edges"] = {model: list(edges) for model, edges in self.model_bucket_edges.items()}
         return data
 
     @classmethod
@@ -90,6 +106,9 @@ class ForecasterConfig:
             pooling=Pooling(data.get("pooling", Pooling.CLS.value)),
             training=data.get("training", {}),
             metrics=data.get("metrics", {}),
+            models=tuple(data.get("models", ())),
+            model_bucket_edges={model: tuple(edges) for model, edges in data.get("model_bucket_edges", {}).items()},
+            history_features=bool(data.get("history_features", True)),
         )
 
 
@@ -99,20 +118,29 @@ def artifact_problem(directory: Path) -> str | None:
     if not config_path.is_file():
         return f"no trained predictor in {directory}"
     found = json.loads(config_path.read_text()).get("format", 1)
-    if found != ARTIFACT_FORMAT:
-        return f"the predictor in {directory} has artifact format {found}, this version reads {ARTIFACT_FORMAT}"
+    if found not in READABLE_FORMATS:
+        return f"the predictor in {directory} has artifact format {found}, this version reads {READABLE_FORMATS}"
     return None
 
 
 class Forecaster:
-    """Immutable once built: a model, its tokenizer, buckets and residual spread."""
+    """Immutable once built: a model, its tokenizer, buckets and residual spread (overall, and per known
+    model in ``model_spreads``)."""
 
-    def __init__(self, model: ProxyLengthModel, tokenizer: Any, config: ForecasterConfig, spread: ResidualSpread) -> None:
+    def __init__(
+        self, model: ProxyLengthModel, tokenizer: Any, config: ForecasterConfig, spread: ResidualSpread,
+        model_spreads: dict[str, ResidualSpread] | None = None,
+    ) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.config = config
         self.spread = spread
+        self.model_spreads = model_spreads or {}
         self.buckets = LengthBuckets(config.bucket_edges)
+
+    def knows(self, model: str) -> bool:
+        """Whether the head was trained on ``model``'s lengths."""
+        return model in self.config.models
 
     @torch.inference_mode()
     def embed(self, prompts: list[str]) -> np.ndarray:
@@ -133,33 +161,68 @@ class Forecaster:
     def log_estimates(self, outputs: np.ndarray) -> np.ndarray:
         return log_estimates(self.config.formulation, outputs, np.asarray(self.config.bucket_log_medians))
 
-    def forecast(self, prompts: list[str], histories: list[ConversationHistory]) -> list[LengthForecast]:
-        return self.forecast_inputs(head_inputs(self.embed(prompts), histories))
+    def forecast(
+        self, prompts: list[str], histories: list[ConversationHistory], models: list[str] | None = None,
+        calibration: OnlineCalibration | None = None,
+    ) -> list[LengthForecast]:
+        """Forecasts in ``models``' tokens (default: each prompt for ``SERVED_MODEL``); an unknown model's
+        forecasts are moved by ``calibration``'s learning of it."""
+        models = models if models is not None else [SERVED_MODEL] * len(prompts)
+        return self.forecast_inputs(self.inputs(self.embed(prompts), prompts, histories, models), models, calibration)
 
-    def forecast_inputs(self, inputs: np.ndarray) -> list[LengthForecast]:
+    def inputs(
+        self, states: np.ndarray, prompts: list[str], histories: list[ConversationHistory], models: list[str]
+    ) -> np.ndarray:
+        """The head's input rows for text states of ``prompts`` asked for ``models``."""
+        histories = histories if self.config.history_features else [NO_HISTORY] * len(prompts)
+        rows = head_inputs(states, histories)
+        if not self.config.models:
+            return rows
+        return np.concatenate([rows, model_features(self.config.models, models, prompts)], axis=1)
+
+    def log_estimates_for(self, inputs: np.ndarray) -> np.ndarray:
+        """The head's point estimates of log1p(length) for input rows."""
+        return self.log_estimates(self.head_outputs(inputs))
+
+    def forecast_inputs(
+        self, inputs: np.ndarray, models: list[str] | None = None, calibration: OnlineCalibration | None = None
+    ) -> list[LengthForecast]:
+        """Forecasts for head input rows, each model's with its spread and class edges."""
+        models = models if models is not None else [SERVED_MODEL] * len(inputs)
         outputs = self.head_outputs(inputs)
         estimates = self.log_estimates(outputs)
-        classes = predicted_buckets(self.config.formulation, outputs, estimates, self.buckets)
-        quantiles = self.spread.quantiles(estimates)
-        histograms = self.spread.histograms(estimates, self.buckets)
-        return [
-            LengthForecast(
-                mean=float(np.expm1(estimates[row])),
-                quantiles={percent: float(quantiles[row, column]) for column, percent in enumerate(QUANTILE_PERCENTS)},
-                bucket=int(classes[row]),
-                histogram=tuple(float(share) for share in histograms[row]),
-                bucket_edges=self.config.bucket_edges,
-            )
-            for row in range(len(estimates))
-        ]
+        forecasts: list[LengthForecast | None] = [None] * len(estimates)
+        for model in dict.fromkeys(models):
+            rows = np.asarray([row for row, name in enumerate(models) if name == model])
+            spread = self.model_spreads.get(model, self.spread)
+            shift = 0.0
+            if calibration is not None and not self.knows(model):
+                shift, spread = calibration.adjust(model, spread)
+            edges = self.config.model_bucket_edges.get(model, self.config.bucket_edges)
+            buckets = LengthBuckets(edges)
+            shifted = estimates[rows] + shift
+            classes = predicted_buckets(self.config.formulation, outputs[rows], shifted, buckets)
+            quantiles = spread.quantiles(shifted)
+            histograms = spread.histograms(shifted, buckets)
+            for index, row in enumerate(rows):
+                forecasts[row] = LengthForecast(
+                    mean=float(np.expm1(shifted[index])),
+                    quantiles={percent: float(quantiles[index, column]) for column, percent in enumerate(QUANTILE_PERCENTS)},
+                    bucket=int(classes[index]),
+                    histogram=tuple(float(share) for share in histograms[index]),
+                    bucket_edges=edges,
+                )
+        return [forecast for forecast in forecasts if forecast is not None]
 
     def with_head(self, head_state: dict[str, torch.Tensor], spread: ResidualSpread, **config_changes: Any) -> Forecaster:
         """A new forecaster sharing this backbone, with other head weights (used by refit); ``config_changes``
         may name another formulation, whose head shape ``head_state`` then has."""
         config = replace(self.config, **config_changes)
-        model = ProxyLengthModel(self.model.backbone, config.formulation, config.head_hidden, config.pooling)
+        model = ProxyLengthModel(
+            self.model.backbone, config.formulation, config.head_hidden, config.pooling, model_input_width(config.models)
+        )
         model.head.load_state_dict(head_state)
-        return Forecaster(model, self.tokenizer, config, spread)
+        return Forecaster(model, self.tokenizer, config, spread, self.model_spreads)
 
     def save(self, directory: Path) -> Path:
         """Write the artifact to ``directory`` atomically (staged beside it, then renamed)."""
@@ -172,7 +235,8 @@ class Forecaster:
         head_state = {name: tensor.contiguous() for name, tensor in self.model.head.state_dict().items()}
         save_file(head_state, staging / HEAD_FILE)
         (staging / "config.json").write_text(json.dumps(self.config.to_json(), indent=2))
-        (staging / "calibration.json").write_text(json.dumps({"residuals": list(self.spread.residuals)}))
+        by_model = {model: list(spread.residuals) for model, spread in self.model_spreads.items()}
+        (staging / "calibration.json").write_text(json.dumps({"residuals": list(self.spread.residuals), "by_model": by_model}))
         if directory.exists():
             shutil.rmtree(directory)
         os.replace(staging, directory)
@@ -189,14 +253,22 @@ class Forecaster:
         config = ForecasterConfig.from_json(json.loads((directory / "config.json").read_text()))
         backbone_dir = config.backbone.directory(directory)
         backbone = AutoModel.from_pretrained(str(backbone_dir))
-        model = ProxyLengthModel(backbone, config.formulation, config.head_hidden, config.pooling)
+        model = ProxyLengthModel(backbone, config.formulation, config.head_hidden, config.pooling, model_input_width(config.models))
         model.head.load_state_dict(head_weights(directory))
-        residuals = json.loads((directory / "calibration.json").read_text())["residuals"]
+        calibration = json.loads((directory / "calibration.json").read_text())
+        model_spreads = {name: ResidualSpread(tuple(values)) for name, values in calibration.get("by_model", {}).items()}
         tokenizer = AutoTokenizer.from_pretrained(str(backbone_dir))
-        return cls(model, tokenizer, config, ResidualSpread(tuple(residuals)))
+        return cls(model, tokenizer, config, ResidualSpread(tuple(calibration["residuals"])), model_spreads)
 
 
 def head_weights(directory: Path) -> dict[str, torch.Tensor]:
     if (directory / HEAD_FILE).is_file():
         return load_file(directory / HEAD_FILE)
     return torch.load(directory / LEGACY_HEAD_FILE, weights_only=True)
+
+
+def thinned_spread(true_lengths: np.ndarray, log_estimates: np.ndarray, points: int = SPREAD_POINTS) -> ResidualSpread:
+    """The residual spread of ``log_estimates``, kept as ``points`` evenly spaced residual quantiles."""
+    residuals = np.log1p(np.asarray(true_lengths, float)) - np.asarray(log_estimates, float)
+    kept = np.quantile(residuals, (np.arange(points) + 0.5) / points) if len(residuals) > points else np.sort(residuals)
+    return ResidualSpread(tuple(float(value) for value in kept))

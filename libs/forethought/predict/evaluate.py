@@ -1,6 +1,7 @@
 """Accuracy and speed of a trained predictor (SSJF section 4.3 accuracy; section 4.2 predictor overhead).
 
     python -m forethought.predict.evaluate [--model DIR] [--compare DIR ...] [--prompts 64] [--cache-check] [--formulations]
+    python -m forethought.predict.evaluate --castillo FILE [--split validate] [--json OUT] [--model DIR]
 
 Prints the held-out accuracy table recorded at training time (5-class accuracy and macro F1 with buckets
 at the training quintiles, MAE, Kendall tau, calibration of p10/p90), with a row for each ``--compare``
@@ -11,6 +12,12 @@ latency of one prompt (p50/p99) and the throughput of batches of 32 on real held
 held-out prompts hit it as near-duplicates and how close the cached lengths are. ``--formulations`` is
 the ablation of section 4.3 (Table 2): a phase-2 head per formulation on the artifact's frozen backbone,
 plus the default head without the history features (text only).
+
+``--castillo FILE`` scores the predictor on a file of CASTILLO's format instead (each prompt answered
+several times by each of several models): per model and averaged over models, Kendall tau against the
+pair mean and against single answers, accuracy with SSJF's class edges and with quintiles, MAE and the
+share of answers under the p90 forecast, each beside the ceiling (an oracle knowing each pair's mean).
+The table is printed and written as JSON (``--json``).
 """
 
 from __future__ import annotations
@@ -27,10 +34,20 @@ import numpy as np
 import torch
 
 from forethought.predict.artifact import Forecaster
+from forethought.predict.castillo import LengthPair, by_model, load_pairs
 from forethought.predict.embedding_cache import EmbeddingCache
-from forethought.predict.history import HISTORY_FEATURES
+from forethought.predict.history import HISTORY_FEATURES, NO_HISTORY
 from forethought.predict.length_cache import LengthCache
-from forethought.predict.metrics import AccuracyReport, format_table, mean_report
+from forethought.predict.metrics import (
+    AccuracyReport,
+    PairReport,
+    ceiling_report,
+    format_pair_table,
+    format_table,
+    mean_pair_report,
+    mean_report,
+    pair_report,
+)
 from forethought.predict.proxy import Formulation, ProxyLengthModel, training_targets
 from forethought.predict.sharegpt import LengthSample, load_samples
 from forethought.predict.shipped import SHIPPED_DIR, resolve_predictor
@@ -171,6 +188,59 @@ def fresh_head_report(
     return next(iter(scored(forecaster).values()))
 
 
+OVERALL = "mean over models"
+
+
+def pair_forecasts(
+    forecaster: Forecaster, pairs: Sequence[LengthPair], embedding_cache: Path | None = EMBEDDINGS_DIR,
+    progress: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Point forecast and p90 (tokens) of each pair for its model; each distinct prompt is embedded once
+    (and cached on disk under ``embedding_cache``)."""
+    cache = EmbeddingCache.for_backbone(embedding_cache, forecaster.model.backbone, forecaster.config.max_tokens,
+                                        forecaster.config.pooling.value)
+    prompts = list(dict.fromkeys(pair.prompt for pair in pairs))
+    states = cache.embed(prompts, forecaster.embed, progress, "embedding prompts")
+    row_of = {prompt: row for row, prompt in enumerate(prompts)}
+    texts = [pair.prompt for pair in pairs]
+    models = [pair.model for pair in pairs]
+    inputs = forecaster.inputs(states[[row_of[text] for text in texts]], texts, [NO_HISTORY] * len(pairs), models)
+    forecasts = forecaster.forecast_inputs(inputs, models)
+    return (np.asarray([forecast.mean for forecast in forecasts]),
+            np.asarray([forecast.quantiles[90] for forecast in forecasts]))
+
+
+def castillo_rows(pairs: Sequence[LengthPair], points: np.ndarray, p90s: np.ndarray) -> dict[str, tuple[PairReport, PairReport]]:
+    """(forecast, ceiling) reports per model, then their mean over models."""
+    rows = {}
+    for model, indices in by_model(pairs).items():
+        sizes = [pairs[index].output_sizes for index in indices]
+        rows[model] = (pair_report(points[indices], sizes, p90s[indices]), ceiling_report(sizes))
+    rows[OVERALL] = (mean_pair_report([report for report, _ in rows.values()]),
+                     mean_pair_report([ceiling for _, ceiling in rows.values()]))
+    return rows
+
+
+def castillo_json(rows: dict[str, tuple[PairReport, PairReport]], source: Path, description: str) -> dict[str, object]:
+    return {"file": str(source), "predictor": description,
+            "models": {name: {"forecast": report.as_dict(), "ceiling": ceiling.as_dict()} for name, (report, ceiling) in rows.items()}}
+
+
+def evaluate_castillo(
+    forecaster: Forecaster, description: str, path: Path, splits: Sequence[str], json_out: Path | None,
+    embedding_cache: Path | None = EMBEDDINGS_DIR,
+) -> str:
+    pairs = load_pairs(path, splits)
+    if not pairs:
+        raise SystemExit(f"no pairs of split {', '.join(splits)} in {path}")
+    points, p90s = pair_forecasts(forecaster, pairs, embedding_cache, progress=True)
+    rows = castillo_rows(pairs, points, p90s)
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(castillo_json(rows, path, description), indent=2))
+    return format_pair_table(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", type=Path, default=None, help="predictor folder (default: the one the service loads)")
@@ -180,6 +250,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-check", action="store_true", help="near-duplicate length-cache hits on ShareGPT")
     parser.add_argument("--formulations", action="store_true", help="phase-2 head per formulation (Table 2)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="head seeds for --formulations")
+    parser.add_argument("--castillo", type=Path, default=None, help="score on this CASTILLO-format file (.jsonl or .jsonl.gz)")
+    parser.add_argument("--split", nargs="*", default=["validate"], help="--castillo rows of these splits (none given: all)")
+    parser.add_argument("--json", type=Path, default=None, help="--castillo: also write the table as JSON here")
+    parser.add_argument("--embedding-cache", type=Path, default=EMBEDDINGS_DIR, help="--castillo: where text states are cached")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.threads:
@@ -187,6 +261,10 @@ def main(argv: list[str] | None = None) -> int:
     choice = resolve_predictor(args.model)
     forecaster = Forecaster.load(choice.directory)
     print(f"{choice.description}, v{forecaster.config.version} ({forecaster.config.formulation.value})\n")
+    if args.castillo is not None:
+        print("each cell: forecast / ceiling (an oracle knowing each pair's mean length)\n")
+        print(evaluate_castillo(forecaster, choice.description, args.castillo, args.split, args.json, args.embedding_cache))
+        return 0
     print(recorded_table(choice.directory, [folder.expanduser() for folder in args.compare]) + "\n")
     by_split = load_samples(count_served_tokens(), max_conversations=100_000 if args.cache_check else 1500)
     print(latency_table(forecaster, by_split["test"][: args.prompts]))

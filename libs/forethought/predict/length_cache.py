@@ -67,6 +67,14 @@ class LengthCache:
         self._signatures: dict[str, np.ndarray] = {}
         self._band_members: defaultdict[tuple[int, bytes], set[str]] = defaultdict(set)
 
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    @property
+    def near_threshold(self) -> float | None:
+        return self._near_threshold
+
     def __len__(self) -> int:
         return len(self._lengths)
 

@@ -18,9 +18,14 @@ from forethought.predict.history import NO_HISTORY, ConversationHistory
 
 @dataclass(frozen=True)
 class Observation:
+    """A completed request: its prompt, length and history, the served model ("" for the default), and for
+    a model the predictor does not know, its model-agnostic log estimate (the online calibration's input)."""
+
     prompt: str
     output_tokens: int
     history: ConversationHistory = NO_HISTORY
+    model: str = ""
+    agnostic_log_estimate: float | None = None
 
 
 class ObservationStore:
@@ -37,7 +42,11 @@ class ObservationStore:
                 if line.strip():
                     record = json.loads(line)
                     history = ConversationHistory(tuple(record.get("earlier_answer_chars", ())))
-                    self._recent.append(Observation(record["prompt"], int(record["output_tokens"]), history))
+                    estimate = record.get("agnostic_log_estimate")
+                    self._recent.append(Observation(
+                        record["prompt"], int(record["output_tokens"]), history, str(record.get("model", "")),
+                        None if estimate is None else float(estimate),
+                    ))
                     self._lines_in_file += 1
 
     def __len__(self) -> int:
@@ -69,5 +78,6 @@ class ObservationStore:
 
 def _line(observation: Observation) -> str:
     record = {"prompt": observation.prompt, "output_tokens": observation.output_tokens,
-              "earlier_answer_chars": list(observation.history.earlier_answer_chars)}
+              "earlier_answer_chars": list(observation.history.earlier_answer_chars), "model": observation.model,
+              "agnostic_log_estimate": observation.agnostic_log_estimate}
     return json.dumps(record) + "\n"

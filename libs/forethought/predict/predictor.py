@@ -3,6 +3,9 @@
 SSJF section 3 predicts each request's output length once, on arrival; section 6 suggests answering
 repeated prompts from observed lengths. The service keeps learning: completed requests are observed,
 ``refit`` retrains the head on them (phase 2 of the paper's fine-tuning) and swaps the new model in.
+Forecasts are for a served model: one the head knows uses what it learned of it; another starts from the
+model-agnostic forecast and is calibrated online from its own observations (``OnlineCalibration``,
+rebuilt from the observation store on load, so the calibration persists with the observations).
 """
 
 from __future__ import annotations
@@ -15,13 +18,14 @@ from pathlib import Path
 import numpy as np
 
 from forethought.cache import PREDICTOR_DIR
+from forethought.domain import InvalidField
 from forethought.predict.artifact import Forecaster
 from forethought.predict.buckets import QUANTILE_PERCENTS, ResidualSpread
+from forethought.predict.calibration import OnlineCalibration
 from forethought.predict.fitting import fit_head
 from forethought.predict.history import (
     NO_HISTORY,
     ConversationHistory,
-    head_inputs,
     validate_history,
     validated_histories,
 )
@@ -35,6 +39,7 @@ from forethought.predict.length_forecast import (
 )
 from forethought.predict.observations import Observation, ObservationStore
 from forethought.predict.proxy import training_targets
+from forethought.predict.served_models import SERVED_MODEL
 from forethought.predict.shipped import SHIPPED_DIR
 
 MIN_REFIT_OBSERVATIONS = 8
@@ -88,8 +93,12 @@ class Predictor:
         self.store = store if store is not None else ObservationStore(None)
         self.cache = cache if cache is not None else LengthCache()
         self.max_prompt_chars = max_prompt_chars
+        self.calibration = OnlineCalibration()
+        self._caches: dict[str, LengthCache] = {SERVED_MODEL: self.cache}
         self._forwards = 0
         self._count_lock = threading.Lock()
+        for observation in self.store.snapshot():
+            self._learn(observation)
 
     @classmethod
     def load(cls, directory: Path, observations_path: Path | None = None, **options: object) -> Predictor:
@@ -106,33 +115,61 @@ class Predictor:
         """Model forward passes run so far (one per ``predict`` call with cache misses)."""
         return self._forwards
 
-    def predict(self, prompts: Sequence[str], histories: Sequence[ConversationHistory] | None = None) -> list[LengthForecast]:
-        """One forecast per prompt, in order; cache hits skip the model. ``histories``: none, or one per
-        prompt (its conversation's earlier answers).
+    def predict(
+        self, prompts: Sequence[str], histories: Sequence[ConversationHistory] | None = None,
+        models: Sequence[str] | None = None,
+    ) -> list[LengthForecast]:
+        """One forecast per prompt, in order, in its served model's tokens; cache hits skip the model.
+        ``histories``: none, or one per prompt (its conversation's earlier answers). ``models``: none (every
+        prompt for ``SERVED_MODEL``), or one per prompt ("" for ``SERVED_MODEL``).
 
         Raises:
             InvalidField: a prompt is not a non-empty string of at most ``max_prompt_chars``.
-            InvalidField: ``histories`` does not pair with ``prompts``, or holds a negative length.
+            InvalidField: ``histories`` or ``models`` does not pair with ``prompts``, or a history holds a
+                negative length.
         """
         validate_prompts(prompts, self.max_prompt_chars)
         histories = validated_histories(histories, len(prompts))
+        served = validated_models(models, len(prompts))
         forecaster = self.handle.current
-        observed = [self.cache.get(prompt) for prompt in prompts]
+        observed = [self._cache_of(model).get(prompt) for prompt, model in zip(prompts, served)]
         misses = [index for index, length in enumerate(observed) if length is None]
         modelled = iter(
-            forecaster.forecast([prompts[index] for index in misses], [histories[index] for index in misses]) if misses else []
+            forecaster.forecast(
+                [prompts[index] for index in misses], [histories[index] for index in misses],
+                [served[index] for index in misses], self.calibration,
+            ) if misses else []
         )
         if misses:
             with self._count_lock:
                 self._forwards += 1
         return [next(modelled) if length is None else cached_forecast(length, forecaster) for length in observed]
 
-    def observe(self, prompt: str, actual_tokens: int, history: ConversationHistory = NO_HISTORY) -> None:
-        """Record a completed request's true output length."""
+    def observe(self, prompt: str, actual_tokens: int, history: ConversationHistory = NO_HISTORY, model: str = "") -> None:
+        """Record a completed request's true output length for its served ``model`` ("" for ``SERVED_MODEL``);
+        for a model the head does not know, this calibrates its forecasts."""
         validate_prompt(prompt, "prompt", self.max_prompt_chars)
         validate_length(actual_tokens)
-        self.store.append(Observation(prompt, actual_tokens, validate_history(history)))
-        self.cache.put(prompt, actual_tokens)
+        validate_history(history)
+        model = model or SERVED_MODEL
+        forecaster = self.handle.current
+        estimate = None
+        if forecaster.config.models and not forecaster.knows(model):
+            inputs = forecaster.inputs(forecaster.embed([prompt]), [prompt], [history], [model])
+            estimate = float(forecaster.log_estimates_for(inputs)[0])
+        observation = Observation(prompt, actual_tokens, history, model, estimate)
+        self.store.append(observation)
+        self._learn(observation)
+
+    def _learn(self, observation: Observation) -> None:
+        model = observation.model or SERVED_MODEL
+        self._cache_of(model).put(observation.prompt, observation.output_tokens)
+        if observation.agnostic_log_estimate is not None:
+            self.calibration.add(model, observation.output_tokens, observation.agnostic_log_estimate)
+
+    def _cache_of(self, model: str) -> LengthCache:
+        with self._count_lock:
+            return self._caches.setdefault(model, LengthCache(self.cache.capacity, self.cache.near_threshold))
 
     def refit(self, out_dir: Path | None = None, epochs: int = 30, learning_rate: float = 5e-4) -> Path:
         """Retrain the head on the stored observations, save the new version and swap it in.
@@ -148,8 +185,10 @@ class Predictor:
         if len(observations) < MIN_REFIT_OBSERVATIONS:
             raise ValueError(f"refit needs at least {MIN_REFIT_OBSERVATIONS} observations, has {len(observations)}")
         base = self.handle.current
-        inputs = head_inputs(
-            base.embed([observation.prompt for observation in observations]), [observation.history for observation in observations]
+        prompts = [observation.prompt for observation in observations]
+        inputs = base.inputs(
+            base.embed(prompts), prompts, [observation.history for observation in observations],
+            [observation.model or SERVED_MODEL for observation in observations],
         )
         lengths = np.asarray([observation.output_tokens for observation in observations], dtype=float)
         fit_rows, calibration_rows = refit_rows(len(observations))
@@ -187,6 +226,18 @@ class Predictor:
         # the package's folder is no place to write: refits of the shipped head go beside the fine-tuned one
         parent = PREDICTOR_DIR.parent if self.artifact_dir.resolve() == SHIPPED_DIR else self.artifact_dir.parent
         return parent / f"{stem}-v{version}"
+
+
+def validated_models(models: Sequence[str] | None, count: int) -> list[str]:
+    """``models`` checked against ``count`` prompts, "" read as ``SERVED_MODEL``; none: all ``SERVED_MODEL``."""
+    if models is None:
+        return [SERVED_MODEL] * count
+    if len(models) != count:
+        raise InvalidField("models", f"must be empty or hold one model per prompt ({count}), got {len(models)}")
+    for index, model in enumerate(models):
+        if not isinstance(model, str):
+            raise InvalidField(f"models[{index}]", "must be a string")
+    return [model or SERVED_MODEL for model in models]
 
 
 def refit_rows(count: int) -> tuple[np.ndarray, np.ndarray]:

@@ -56,17 +56,18 @@ def packaged_backbone_dir() -> Path:
 
 
 class ProxyLengthModel(nn.Module):
-    """Backbone + head; ``embed`` is the pooled text state, ``head`` maps it and the history features to the
-    formulation's outputs."""
+    """Backbone + head; ``embed`` is the pooled text state, ``head`` maps it, the history features and (for a
+    model-aware head) ``model_inputs`` columns of ``served_models.model_features`` to the formulation's outputs."""
 
     def __init__(
-        self, backbone: nn.Module, formulation: Formulation, hidden: int = 256, pooling: Pooling = Pooling.CLS
+        self, backbone: nn.Module, formulation: Formulation, hidden: int = 256, pooling: Pooling = Pooling.CLS,
+        model_inputs: int = 0,
     ) -> None:
         super().__init__()
         self.backbone = backbone
         self.formulation = formulation
         self.pooling = pooling
-        width = int(backbone.config.hidden_size) + HISTORY_FEATURES
+        width = int(backbone.config.hidden_size) + HISTORY_FEATURES + model_inputs
         self.head = nn.Sequential(nn.Linear(width, hidden), nn.ReLU(), nn.Dropout(0.1), nn.Linear(hidden, formulation.outputs))
 
     def start_at(self, targets: torch.Tensor) -> None:

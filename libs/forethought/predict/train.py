@@ -48,10 +48,10 @@ from forethought.predict.proxy import (
     predicted_buckets,
     training_targets,
 )
+from forethought.predict.served_models import SERVED_MODEL
 from forethought.predict.sharegpt import LengthSample, load_samples
 from forethought.predict.shipped import SHIPPED_DIR
 
-SERVED_MODEL = "SmolLM2-135M-Instruct"
 HELDOUT_FILE = "heldout.jsonl"
 DEFAULT_ARTIFACT_DIR = PREDICTOR_DIR
 EMBEDDINGS_DIR = CACHE_ROOT / "embeddings"

@@ -26,3 +26,30 @@ def test_log_linear_fit_recovers_a_power_law() -> None:
     features = np.array([10.0, 100.0, 1000.0])
     lengths = np.expm1(1.0 + 0.5 * np.log1p(features))
     assert fit_log_linear(features, lengths) == pytest.approx((1.0, 0.5))
+
+
+def test_pair_report_scores_each_answer_against_its_pairs_forecast() -> None:
+    from forethought.predict.metrics import ceiling_report, pair_report
+
+    sizes = [[10, 12], [100, 120], [1000, 900]]
+    report = pair_report(np.array([11.0, 110.0, 950.0]), sizes, p90s=np.array([11.0, 200.0, 2000.0]))
+    assert report.tau_pair_mean == pytest.approx(1.0)
+    assert report.mae_tokens == pytest.approx((1 + 1 + 10 + 10 + 50 + 50) / 6)
+    assert report.share_below_p90 == pytest.approx(5 / 6)  # 12 > 11
+    assert (report.pairs, report.samples) == (3, 6)
+    reversed_report = pair_report(np.array([950.0, 110.0, 11.0]), sizes)
+    assert reversed_report.tau_samples < 0 < report.tau_samples
+    ceiling = ceiling_report(sizes)
+    assert ceiling.tau_pair_mean == pytest.approx(1.0) and np.isnan(ceiling.share_below_p90)
+
+
+def test_ssjf_edges_put_a_quarter_of_answers_in_each_of_four_classes() -> None:
+    from forethought.predict.metrics import pair_report
+
+    rng = np.random.default_rng(0)
+    sizes = [[int(length)] for length in rng.integers(1, 1000, 4000)]
+    # a forecast at the true length scores 1; the median forecast scores about the share of its class
+    exact = pair_report(np.array([row[0] for row in sizes], float), sizes)
+    flat = pair_report(np.full(len(sizes), float(np.median([row[0] for row in sizes]))), sizes)
+    assert exact.ssjf_accuracy == pytest.approx(1.0) and exact.quintile_accuracy == pytest.approx(1.0)
+    assert flat.ssjf_accuracy == pytest.approx(0.25, abs=0.02) and flat.quintile_accuracy == pytest.approx(0.2, abs=0.02)
