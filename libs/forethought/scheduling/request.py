@@ -40,7 +40,8 @@ class ScheduledRequest:
     ``model``: the served model (only its workers are candidates). ``block_hashes``: the prompt's chained
     block hashes (``forethought.domain.block_hashes``). ``generation``: the engine request as submitted.
     Placement decides ``worker_id`` and ``engine_priority`` (the global order, as the engine reads it).
-    ``attempts``: dispatches so far (retries add one each).
+    ``attempts``: dispatches so far (retries add one each). ``output_tokens``: the output's length once
+    its stream ended with usage.
     """
 
     queued: QueuedRequest
@@ -54,6 +55,7 @@ class ScheduledRequest:
     attempts: int = 0
     dispatched_s: float = 0.0
     first_token_s: float = 0.0
+    output_tokens: int | None = None
 
     @property
     def request_id(self) -> str:

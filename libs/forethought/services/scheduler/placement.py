@@ -128,6 +128,15 @@ class PlacementLoop:
         self.wake()
         return None
 
+    def revise_application(self, request_id: str, rank: float, remaining_s: float) -> bool:
+        """A waiting step's run has a new Gittins rank and remaining demand: re-order the step."""
+        found = self.find(request_id)
+        if found is None or not self.dispatcher(found.model).revise(
+                request_id, application_rank=rank, application_remaining_s=remaining_s):
+            return False
+        self.wake()
+        return True
+
     def find(self, request_id: str) -> ScheduledRequest | None:
         for dispatcher in self.dispatchers.values():
             if request_id in dispatcher.requests:

@@ -1,15 +1,13 @@
 """SchedulerService: the front door. Validate, tokenize, forecast, queue, place, relay, fail over.
 
 The decisions live in ``forethought.scheduling`` (driven by ``PlacementLoop``); this module only
-translates protobuf and streams. Application fields (``application_id``, ``step``) are carried on the
-queued request and logged; ``SubmitApplication`` / ``WatchApplication`` answer UNIMPLEMENTED until the
-demand service exists (the generated base servicer does that).
+translates protobuf and streams. A request naming an application run (``application_id``, ``step``)
+is a step of that run: ``ApplicationRuns`` checks its order and gives it the run's rank (Hermes).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -27,6 +25,7 @@ from forethought.rpc.errors import (
     invalid_argument_of,
 )
 from forethought.scheduling import WORKER_LOSS_CODES, PlacementStatus, ScheduledRequest
+from forethought.services.scheduler.applications import ApplicationRuns, StepTicket
 from forethought.services.scheduler.forecasts import (
     Forecast,
     ForecastClient,
@@ -44,8 +43,6 @@ from forethought.services.scheduler.requests import (
 from forethought.telemetry.tracing import trace_metadata
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2
 
-log = logging.getLogger(__name__)
-
 
 class WorkerLost(Exception):
     """The request's worker left the registry while the request was on it."""
@@ -58,13 +55,14 @@ def _being_cancelled() -> bool:
 
 class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     def __init__(self, pool: WorkerPool, registry: WorkerRegistry, placement: PlacementLoop,
-                 forecasts: ForecastClient, prompt_tokens: PromptTokens, block_size: int,
+                 forecasts: ForecastClient, prompt_tokens: PromptTokens, applications: ApplicationRuns, block_size: int,
                  heartbeat_ttl_s: float, clock: Callable[[], float] = time.time) -> None:
         self._pool = pool
         self._registry = registry
         self._placement = placement
         self._forecasts = forecasts
         self._prompt_tokens = prompt_tokens
+        self._applications = applications
         self._block_size = block_size
         self._heartbeat_ttl_s = heartbeat_ttl_s
         self._clock = clock
@@ -81,10 +79,16 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         token_ids = await self._prompt_tokens.of(request)
         prompt = forecast_prompt(request)
         generation = generation_of(request, request_id, token_ids)
-        scheduled = self._scheduled(request, generation, await self._forecasts.forecast(prompt, request.model), arrived)
-        waiter = self._placement.submit(scheduled)
-        if request.application_id:
-            log.info("request %s is step %r of application %s", request_id, request.step, request.application_id)
+        forecast = await self._forecasts.forecast(prompt, request.model)
+        ticket = (await self._applications.begin_step(request.application_id, request.step, request_id, len(token_ids))
+                  if request.application_id else None)
+        scheduled = self._scheduled(request, generation, forecast, arrived, ticket)
+        try:
+            waiter = self._placement.submit(scheduled)
+        except BaseException:
+            if ticket is not None:
+                self._applications.end_step(ticket, request_id, None)
+            raise
         try:
             while True:
                 try:
@@ -95,7 +99,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 call: grpc.aio.UnaryStreamCall | None = None
                 try:
                     call = self._worker_call(worker_id, scheduled, context)
-                    async for reply in self._relay(scheduled, call, request, prompt):
+                    async for reply in self._relay(scheduled, call, request, prompt, ticket):
                         yield reply
                     return
                 except grpc.aio.AioRpcError as error:
@@ -122,6 +126,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 waiter = retry
         finally:
             self._release(scheduled)
+            if ticket is not None:
+                self._applications.end_step(ticket, request_id, scheduled.output_tokens)
 
     def _worker_call(self, worker_id: str, scheduled: ScheduledRequest,
                      context: grpc.aio.ServicerContext) -> grpc.aio.UnaryStreamCall:
@@ -133,8 +139,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         return stub.Generate(convert.generation_to_proto(scheduled.worker_request()), timeout=context.time_remaining(),
                              metadata=trace_metadata())
 
-    async def _relay(self, scheduled: ScheduledRequest, call: grpc.aio.UnaryStreamCall,
-                     request: scheduler_pb2.GenerateRequest, prompt: ForecastPrompt) -> AsyncIterator[scheduler_pb2.GenerateResponse]:
+    async def _relay(self, scheduled: ScheduledRequest, call: grpc.aio.UnaryStreamCall, request: scheduler_pb2.GenerateRequest,
+                     prompt: ForecastPrompt, ticket: StepTicket | None) -> AsyncIterator[scheduler_pb2.GenerateResponse]:
         detokenize = self._prompt_tokens.detokenizer(request.model) if request.return_text else None
         output_tokens = None
         try:
@@ -149,6 +155,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                     reply.worker_id = scheduled.worker_id
                     reply.predicted_output_tokens = scheduled.queued.predicted_output_tokens
                     self._placement.first_token(scheduled)
+                    if ticket is not None:
+                        self._applications.first_token(ticket, scheduled.request_id)
                 if chunk.HasField("usage"):
                     reply.usage.CopyFrom(chunk.usage)
                     reply.usage.queue_s += max(0.0, scheduled.dispatched_s - scheduled.queued.arrival_s)
@@ -157,6 +165,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         finally:
             if detokenize is not None:
                 await detokenize.aclose()
+        scheduled.output_tokens = output_tokens
         self._placement.finish(scheduled, output_tokens)
         if output_tokens is not None:
             self._forecasts.observe(prompt, output_tokens)
@@ -185,6 +194,23 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             raise Unavailable(f"could not reach worker {running.worker_id} to abort: {error}; retry") from error
         return scheduler_pb2.CancelResponse(cancelled=reply.aborted)
 
+    async def SubmitApplication(self, request: scheduler_pb2.SubmitApplicationRequest,
+                                context: grpc.aio.ServicerContext) -> scheduler_pb2.SubmitApplicationResponse:
+        return await self._applications.submit(request)
+
+    async def ReportStep(self, request: scheduler_pb2.ReportStepRequest,
+                         context: grpc.aio.ServicerContext) -> scheduler_pb2.ReportStepResponse:
+        return await self._applications.report_step(request)
+
+    async def FinishApplication(self, request: scheduler_pb2.FinishApplicationRequest,
+                                context: grpc.aio.ServicerContext) -> scheduler_pb2.FinishApplicationResponse:
+        return await self._applications.finish(request)
+
+    async def WatchApplication(self, request: scheduler_pb2.WatchApplicationRequest,
+                               context: grpc.aio.ServicerContext) -> AsyncIterator[scheduler_pb2.WatchApplicationResponse]:
+        async for message in self._applications.watch(request.run_id):
+            yield message
+
     async def ListWorkers(
         self, request: scheduler_pb2.ListWorkersRequest, context: grpc.aio.ServicerContext
     ) -> scheduler_pb2.ListWorkersResponse:
@@ -208,13 +234,16 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         raise NotFound(f"model: no worker serves {model!r}")
 
     def _scheduled(self, request: scheduler_pb2.GenerateRequest, generation: GenerationRequest,
-                   forecast: Forecast, arrived: float) -> ScheduledRequest:
+                   forecast: Forecast, arrived: float, ticket: StepTicket | None) -> ScheduledRequest:
         queued = QueuedRequest(
             request_id=generation.request_id, arrival_s=arrived, prompt_tokens=len(generation.prompt_token_ids),
             predicted_output_tokens=forecast.mean_tokens, predicted_quantiles=forecast.quantiles,
             service_class=generation.service_class, ttft_slo_s=generation.ttft_slo_s,
-            deadline_s=request.deadline.ToSeconds() + request.deadline.nanos / 1e9 if request.HasField("deadline") else 0.0,
+            deadline_s=(request.deadline.ToSeconds() + request.deadline.nanos / 1e9 if request.HasField("deadline")
+                        else ticket.deadline_s if ticket is not None else 0.0),
             application_id=request.application_id,
+            application_rank=ticket.rank.gittins_rank if ticket is not None else None,
+            application_remaining_s=ticket.rank.remaining_s if ticket is not None else None,
         )
         hashes = tuple(chained_block_hashes(generation.prompt_token_ids, self._block_size))
         return ScheduledRequest(queued, request.model, hashes, self._block_size, generation)

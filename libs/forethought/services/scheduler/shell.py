@@ -3,7 +3,9 @@
 Workers come from the Redis registry (heartbeats with capacity and load); prompts are matched against
 the shared Redis prefix index, so every replica sees what every worker caches; requests wait in a
 per-model global queue ordered by ``--policy`` and are placed by ``--router`` (E2 by default) when a
-worker has room. The decisions are ``forethought.scheduling``; this package does the I/O.
+worker has room. Application runs (Hermes) take their steps' ranks from the demand service, re-ranked
+every ``--rank-refresh-s`` while they wait, and its prewarm decisions are sent to the workers. The
+decisions are ``forethought.scheduling``; this package does the I/O.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ from forethought.routing import ROUTER_NAMES, build_router
 from forethought.rpc.channels import open_channel
 from forethought.rpc.server import ServiceSpec, cancel_tasks
 from forethought.scheduling import Dispatcher, WorkerSlots
+from forethought.services.scheduler.applications import ApplicationRuns
 from forethought.services.scheduler.forecasts import ForecastClient
 from forethought.services.scheduler.placement import PlacementLoop
 from forethought.services.scheduler.pool import WorkerPool
 from forethought.services.scheduler.requests import PromptTokens
 from forethought.services.scheduler.servicer import SchedulerServicer
-from forethought.v1 import scheduler_pb2_grpc, tokenizer_pb2_grpc
+from forethought.v1 import demand_pb2_grpc, scheduler_pb2_grpc, tokenizer_pb2_grpc
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +44,10 @@ class Settings(ServiceSettings):
     tokenizer_timeout_s: float = option(10.0, "seconds a tokenizer call may take")
     predictor_address: str = option("", "predictor service host:port; empty = no forecasts (FCFS order, degraded)")
     predictor_timeout_s: float = option(0.25, "seconds a forecast may take before the request goes on without one")
+    demand_address: str = option("", "demand service host:port; empty = no application runs (FAILED_PRECONDITION)")
+    demand_timeout_s: float = option(5.0, "seconds a demand-service call may take")
+    rank_refresh_s: float = option(1.0, "seconds between re-rankings of the waiting steps of application runs (Hermes 3.3)")
+    lora_root: str = option("", "folder on the workers holding LoRA adapters as <folder>/<adapter>; empty = adapters are not prewarmed")
     router: str = option("e2", f"placement policy: one of {', '.join(ROUTER_NAMES)} (docs/routing.md)")
     policy: str = option("ssjf", f"queue order: one of {', '.join(POLICY_NAMES)} (docs/queueing.md)")
     aging_rate: float = option(1.0, "queue aging per second waited (tokens/s for ssjf and gittins, s/s for lstf and rtbe)")
@@ -56,7 +63,7 @@ class Settings(ServiceSettings):
     def validate(self) -> None:
         super().validate()
         positive = ("tokenizer_timeout_s", "predictor_timeout_s", "index_timeout_s", "registry_poll_s", "heartbeat_ttl_s",
-                    "sweep_interval_s")
+                    "sweep_interval_s", "demand_timeout_s", "rank_refresh_s")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(name, "must be > 0", getattr(self, name))
@@ -96,8 +103,10 @@ class SchedulerShell:
         # interceptor on the per-chunk detokenizing stream costs a task per call and leaks it when the stream fails.
         self._tokenizer_channel = (open_channel(settings.tokenizer_address, traced=False)
                                    if settings.tokenizer_address else None)
+        self._demand_channel = open_channel(settings.demand_address) if settings.demand_address else None
         self._tasks: list[asyncio.Task[None]] = []
         self.placement: PlacementLoop | None = None
+        self._applications: ApplicationRuns | None = None
         self._forecasts: ForecastClient | None = None
 
     def register(self, server: grpc.aio.Server) -> None:
@@ -105,9 +114,11 @@ class SchedulerShell:
         self.placement = PlacementLoop(dispatcher_factory(self._settings), self._index.match_many,
                                        index_timeout_s=self._settings.index_timeout_s)
         self._forecasts = ForecastClient(self._settings.predictor_address, self._settings.predictor_timeout_s)
+        demand = demand_pb2_grpc.DemandServiceStub(self._demand_channel) if self._demand_channel else None
+        self._applications = ApplicationRuns(demand, self.placement.revise_application, self._settings.demand_timeout_s)
         servicer = SchedulerServicer(
             self._pool, self._registry, self.placement, self._forecasts,
-            PromptTokens(tokenizer, self._settings.tokenizer_timeout_s),
+            PromptTokens(tokenizer, self._settings.tokenizer_timeout_s), self._applications,
             self._settings.block_size, self._settings.heartbeat_ttl_s,
         )
         scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(servicer, server)
@@ -120,6 +131,11 @@ class SchedulerShell:
             asyncio.create_task(self._every(self._settings.registry_poll_s, self._refresh_workers, "reading the worker registry")),
             asyncio.create_task(self._every(self._settings.sweep_interval_s, self._sweep, "sweeping the prefix index")),
         ]
+        if self._demand_channel is not None:
+            self._tasks += [
+                asyncio.create_task(self._every(self._settings.rank_refresh_s, self._refresh_ranks, "re-ranking application steps")),
+                asyncio.create_task(self._every(1.0, self._follow_prewarms, "following the demand service's prewarm decisions")),
+            ]
         log.info("scheduler: router %s, policy %s, %d waiting per worker, queue %d",
                  self._settings.router, self._settings.policy, self._settings.max_waiting_per_worker, self._settings.max_queue)
 
@@ -133,6 +149,8 @@ class SchedulerShell:
             await self._forecasts.close()
         if self._tokenizer_channel is not None:
             await self._tokenizer_channel.close()
+        if self._demand_channel is not None:
+            await self._demand_channel.close()
         await self._redis.aclose()
 
     async def _refresh_workers(self) -> None:
@@ -140,6 +158,15 @@ class SchedulerShell:
         records = await self._registry.workers()
         await self._pool.refresh(records)
         self.placement.sync(records)
+
+    async def _refresh_ranks(self) -> None:
+        assert self._applications is not None
+        await self._applications.refresh_ranks()
+
+    async def _follow_prewarms(self) -> None:
+        """Sends prewarm decisions until the stream ends; the caller reconnects a second later."""
+        assert self._applications is not None
+        await self._applications.prewarm_from_decisions(self._pool, self._settings.lora_root)
 
     async def _sweep(self) -> None:
         dead = await self._index.sweep_dead_workers()

@@ -1,0 +1,148 @@
+"""Application runs through the front door, as real processes over a real Redis: a run is submitted,
+its LLM step runs on a worker, the demand service's prewarm decision warms the next step's tool on a
+worker before the step is reported, the watch stream shows every step and the ACT, the demand graph
+learns the run, and bad input gets a status naming the field."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import grpc
+import pytest
+from forethought.cluster.redis_server import free_port
+from forethought.v1 import common_pb2, demand_pb2, demand_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from tests.integration.scheduler.test_scheduler import adopted, metric, token_request, wait_until, worker
+
+# A draft written by an LLM, then checked in a Python sandbox: the check's tool is cold, and its warm-up
+# (t_p, set long below) exceeds the draft's whole estimated time, so Eq. 3 prewarms it at the draft's start.
+DRAFT_AND_CHECK = """
+name: draft_and_check
+profiling_runs: 50
+units:
+  draft:
+    backend: {kind: llm, model: SmolLM2-135M-Instruct}
+    next: {check: 1.0}
+    profile: {input_tokens: 64, output_tokens: {uniform: [8, 24]}}
+  check:
+    backend: {kind: tool, tool: python-sandbox}
+    profile: {tool_duration_s: {uniform: [0.1, 0.3]}}
+"""
+
+
+@pytest.fixture
+def mesh(start_service):
+    """(scheduler stub, demand stub, scheduler metrics port) over a demand service and one sim worker."""
+    demand = start_service("demand", "--seed", "3", "--walks", "300", "--warmup-tool-s", "30")
+    worker(start_service, "w0", "1")
+    port = free_port()
+    front = start_service("scheduler", "--registry-poll-s", "0.1", "--heartbeat-ttl-s", "2", "--demand-address",
+                          demand.address, "--rank-refresh-s", "0.2", "--metrics-port", str(port), "--policy", "gittins",
+                          "--max-waiting-per-worker", "1")
+    with grpc.insecure_channel(front.address) as scheduler_channel, grpc.insecure_channel(demand.address) as demand_channel:
+        stub = scheduler_pb2_grpc.SchedulerServiceStub(scheduler_channel)
+        adopted(stub, 1)
+        demand_stub = demand_pb2_grpc.DemandServiceStub(demand_channel)
+        demand_stub.RegisterApplication(demand_pb2.RegisterApplicationRequest(application_file=DRAFT_AND_CHECK), timeout=60)
+        yield stub, demand_stub, port
+
+
+def step_request(request_id: str, run_id: str, step: str, max_tokens: int = 16) -> scheduler_pb2.GenerateRequest:
+    request = token_request(request_id, list(range(100, 164)), max_tokens)
+    request.application_id, request.step = run_id, step
+    return request
+
+
+def in_seconds(seconds: float) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromDatetime(datetime.now(UTC) + timedelta(seconds=seconds))
+    return stamp
+
+
+def test_a_run_goes_step_by_step_with_its_tool_prewarmed_and_its_act_watched(mesh):
+    stub, demand, port = mesh
+    submitted = stub.SubmitApplication(scheduler_pb2.SubmitApplicationRequest(
+        application="draft_and_check", run_id="run-1", deadline=in_seconds(600)), timeout=30)
+    assert submitted.run_id == "run-1" and submitted.estimated_completion_s > 0 and submitted.gittins_rank > 0
+    watched: list[scheduler_pb2.WatchApplicationResponse] = []
+    watcher = threading.Thread(target=lambda: watched.extend(
+        stub.WatchApplication(scheduler_pb2.WatchApplicationRequest(run_id="run-1"), timeout=60)))
+    watcher.start()
+
+    replies = list(stub.Generate(step_request("draft-1", "run-1", "draft"), timeout=30))
+    assert replies[-1].finish_reason == common_pb2.FINISH_REASON_LENGTH and replies[-1].usage.output_tokens == 16
+    # Eq. 3 fired while the draft ran: the scheduler sent the check's tool to the worker, which warmed it.
+    wait_until(lambda: metric(port, "forethought_prewarms_sent_total", kind="tool", outcome="ready") >= 1,
+               "the sandbox prewarmed on the worker")
+
+    reported = stub.ReportStep(scheduler_pb2.ReportStepRequest(run_id="run-1", step="check", duration_s=0.2), timeout=30)
+    finished = stub.FinishApplication(scheduler_pb2.FinishApplicationRequest(run_id="run-1"), timeout=30)
+    assert finished.steps == 2 and finished.learnt and finished.act_s > 0.2
+    watcher.join(30)
+
+    states = [(message.step, scheduler_pb2.StepState.Name(message.state)) for message in watched]
+    assert states == [("draft", "STEP_STATE_QUEUED"), ("draft", "STEP_STATE_RUNNING"), ("draft", "STEP_STATE_DONE"),
+                      ("check", "STEP_STATE_QUEUED"), ("check", "STEP_STATE_DONE"), ("", "STEP_STATE_DONE")]
+    assert watched[-1].finished and watched[-1].act_s == pytest.approx(finished.act_s)
+    # The rank moved as the run went on: with the draft behind it, less demand remains.
+    assert reported.remaining_s < submitted.estimated_completion_s
+    assert metric(port, "forethought_application_completion_seconds_count", application="draft_and_check", outcome="done") == 1
+    # The demand graph learnt the run: a what-if from the check is now informed by it.
+    assert demand.Estimate(demand_pb2.EstimateRequest(application="draft_and_check"), timeout=30).walks == 300
+
+
+def test_waiting_steps_are_reordered_by_their_runs_rank(mesh):
+    """Steps of many runs wait behind a full worker; the rank refresh reaches them (update_priority)."""
+    stub, _demand, port = mesh
+    runs = [stub.SubmitApplication(scheduler_pb2.SubmitApplicationRequest(application="draft_and_check"), timeout=30).run_id
+            for _ in range(12)]
+    results: dict[str, list[scheduler_pb2.GenerateResponse]] = {}
+    threads = [threading.Thread(target=lambda run=run: results.__setitem__(run, list(
+        stub.Generate(step_request(f"{run}-draft", run, "draft", 64), timeout=60)))) for run in runs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(len(replies) and replies[-1].usage.output_tokens for replies in results.values()) == [64] * 12
+    assert metric(port, "forethought_application_rank_updates_total") > 0
+    for run in runs:
+        assert stub.ReportStep(scheduler_pb2.ReportStepRequest(run_id=run, step="check", duration_s=0.1), timeout=30).remaining_s >= 0
+        assert stub.FinishApplication(scheduler_pb2.FinishApplicationRequest(run_id=run), timeout=30).learnt
+
+
+def status_of(call) -> tuple[grpc.StatusCode, str]:
+    with pytest.raises(grpc.RpcError) as raised:
+        call()
+    return raised.value.code(), raised.value.details()
+
+
+def test_bad_application_input_is_refused_by_field(mesh):
+    stub, _demand, _port = mesh
+    submit = stub.SubmitApplication
+    code, details = status_of(lambda: submit(scheduler_pb2.SubmitApplicationRequest(application="nope"), timeout=30))
+    assert code == grpc.StatusCode.NOT_FOUND and "nope" in details
+    code, details = status_of(lambda: submit(scheduler_pb2.SubmitApplicationRequest(
+        application="draft_and_check", deadline=in_seconds(-5)), timeout=30))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith("deadline:")
+    code, details = status_of(lambda: list(stub.Generate(step_request("x", "no-such-run", "draft"), timeout=30)))
+    assert code == grpc.StatusCode.NOT_FOUND and details.startswith("application_id:")
+
+    run = submit(scheduler_pb2.SubmitApplicationRequest(application="draft_and_check", run_id="r"), timeout=30).run_id
+    code, _ = status_of(lambda: submit(scheduler_pb2.SubmitApplicationRequest(application="draft_and_check", run_id="r"), timeout=30))
+    assert code == grpc.StatusCode.ALREADY_EXISTS
+    code, details = status_of(lambda: list(stub.Generate(step_request("early", run, "check"), timeout=30)))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith("step:") and "starts at 'draft'" in details
+    code, details = status_of(lambda: stub.ReportStep(scheduler_pb2.ReportStepRequest(run_id=run, step="draft", duration_s=-1), timeout=30))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith("duration_s:")
+    code, details = status_of(lambda: stub.FinishApplication(scheduler_pb2.FinishApplicationRequest(run_id=run), timeout=30))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "has run no step" in details
+    # Nothing accepted was lost: the refusals left the run where it was, and it still completes.
+    assert list(stub.Generate(step_request("d", run, "draft"), timeout=30))[-1].usage.output_tokens == 16
+    code, details = status_of(lambda: stub.FinishApplication(scheduler_pb2.FinishApplicationRequest(run_id=run), timeout=30))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "cannot end a run" in details  # the check must come first
+    stub.ReportStep(scheduler_pb2.ReportStepRequest(run_id=run, step="check", duration_s=0.1), timeout=30)
+    assert stub.FinishApplication(scheduler_pb2.FinishApplicationRequest(run_id=run), timeout=30).learnt
+    code, details = status_of(lambda: stub.FinishApplication(scheduler_pb2.FinishApplicationRequest(run_id=run), timeout=30))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "has finished" in details

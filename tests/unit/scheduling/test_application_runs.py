@@ -1,0 +1,51 @@
+"""The front door's bookkeeping of application runs: executions, their closing, states and the ACT."""
+
+from __future__ import annotations
+
+import pytest
+from forethought.domain import InvalidField
+from forethought.scheduling.application_runs import ApplicationRun, StepState
+
+
+def test_parallel_requests_join_one_execution_and_a_later_one_begins_the_next():
+    run = ApplicationRun("r", "app", submitted_s=10.0)
+    first, closed = run.begin_request("map", 100, now=11.0)
+    second, _ = run.begin_request("map", 300, now=11.5)
+    assert second is first and closed is None and (first.requests, first.in_flight) == (2, 2)
+    run.first_token(first, 12.0)
+    run.end_request(first, 40, 13.0)
+    assert first.state is StepState.RUNNING  # one of its two requests is still in flight
+    run.end_request(first, 60, 14.0)
+    assert first.state is StepState.DONE and (first.mean_tokens(first.input_tokens), first.mean_tokens(first.output_tokens)) == (200, 50)
+    assert first.service_s == 3.0 and first.parallelism == 2
+    again, closed = run.begin_request("map", 100, now=15.0)  # nothing in flight: a loop back to the step
+    assert again is not first and closed is first and first.closed and run.done_steps() == ["map"]
+    assert run.attained_s(17.0) == 2.0
+
+
+def test_another_step_while_requests_are_in_flight_is_out_of_order():
+    run = ApplicationRun("r", "app", submitted_s=0.0)
+    execution, _ = run.begin_request("plan", 10, now=1.0)
+    with pytest.raises(InvalidField, match="cannot begin while 1 request"):
+        run.begin_request("act", 10, now=2.0)
+    with pytest.raises(InvalidField) as raised:
+        run.finish(3.0)
+    assert raised.value.field == "run_id"
+    run.end_request(execution, 5, 4.0)
+    tool, closed = run.report_tool("act", 1.5, now=6.0)
+    assert closed is execution and tool.started_s == 4.5 and tool.state is StepState.DONE
+    assert run.finish(7.0) is tool and run.act_s == 7.0 and not run.failed
+    assert [(event.step, event.state) for event in run.events][-1] == ("", StepState.DONE)
+    with pytest.raises(InvalidField, match="has finished"):
+        run.begin_request("plan", 1, 8.0)
+
+
+def test_a_failed_request_fails_its_step_and_the_run():
+    run = ApplicationRun("r", "app", submitted_s=0.0)
+    execution, _ = run.begin_request("plan", 10, now=1.0)
+    run.end_request(execution, None, 2.0)
+    assert execution.state is StepState.FAILED and run.has_failed_step()
+    run.finish(3.0)
+    assert run.failed and run.events[-1].state is StepState.FAILED
+    with pytest.raises(InvalidField, match="duration_s"):
+        ApplicationRun("s", "app", 0.0).report_tool("t", -1.0, 1.0)
