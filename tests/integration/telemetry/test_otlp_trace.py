@@ -1,0 +1,124 @@
+"""One request, one trace: the scheduler, tokenizer, predictor and worker run as real processes exporting
+spans over OTLP/gRPC to a receiver in this test, and every span of the request hangs, parent by parent,
+under the scheduler's Generate span."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from concurrent import futures
+from dataclasses import dataclass
+
+import grpc
+import pytest
+from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+MODEL = "SmolLM2-135M-Instruct"
+GENERATE = "/forethought.v1.SchedulerService/Generate"
+
+
+@dataclass(frozen=True)
+class ReceivedSpan:
+    service: str
+    name: str
+    trace_id: str
+    span_id: str
+    parent_id: str
+
+
+class TraceReceiver(trace_service_pb2_grpc.TraceServiceServicer):
+    """An OTLP/gRPC trace collector that keeps every span it is sent."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._spans: list[ReceivedSpan] = []
+
+    def Export(self, request: trace_service_pb2.ExportTraceServiceRequest, context: grpc.ServicerContext,
+               ) -> trace_service_pb2.ExportTraceServiceResponse:
+        received = []
+        for resource_spans in request.resource_spans:
+            service = next((attribute.value.string_value for attribute in resource_spans.resource.attributes
+                            if attribute.key == "service.name"), "")
+            for scope_spans in resource_spans.scope_spans:
+                received += [ReceivedSpan(service, span.name, span.trace_id.hex(), span.span_id.hex(), span.parent_span_id.hex())
+                             for span in scope_spans.spans]
+        with self._lock:
+            self._spans += received
+        return trace_service_pb2.ExportTraceServiceResponse()
+
+    def spans(self) -> list[ReceivedSpan]:
+        with self._lock:
+            return list(self._spans)
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[TraceReceiver, str]]:
+    servicer = TraceReceiver()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield servicer, f"127.0.0.1:{port}"
+    server.stop(grace=None)
+
+
+def wait_for(receiver: TraceReceiver, wanted: set[str], timeout_s: float = 30.0) -> list[ReceivedSpan]:
+    """The spans once every service in ``wanted`` has sent one (the exporters batch)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        spans = receiver.spans()
+        if wanted <= {span.service for span in spans}:
+            return spans
+        time.sleep(0.1)
+    raise AssertionError(f"services that sent no span: {sorted(wanted - {span.service for span in receiver.spans()})}")
+
+
+def ancestors(span: ReceivedSpan, by_id: dict[str, ReceivedSpan]) -> list[ReceivedSpan]:
+    chain = []
+    while span.parent_id:
+        assert span.parent_id in by_id, f"{span.service} {span.name}: its parent {span.parent_id} never arrived"
+        span = by_id[span.parent_id]
+        chain.append(span)
+    return chain
+
+
+def test_a_generate_request_is_one_connected_trace_across_the_services(receiver, start_service) -> None:
+    collector, address = receiver
+    # Batches leave every 100 ms instead of 5 s, so the spans arrive while the services still run.
+    env = {"FORETHOUGHT_OTEL_EXPORTER": "otlp", "FORETHOUGHT_OTEL_ENDPOINT": address, "OTEL_BSP_SCHEDULE_DELAY": "100"}
+    tokenizer = start_service("tokenizer", env=env, timeout_s=120)
+    predictor = start_service("predictor", env=env, timeout_s=180)
+    start_service("worker", "--engine", "sim", "--sim-speedup", "20", "--worker-id", "w-traced", env=env)
+    scheduler = start_service("scheduler", "--tokenizer-address", tokenizer.address,
+                              "--predictor-address", predictor.address, env=env)
+    with grpc.insecure_channel(scheduler.address) as channel:  # untraced: the scheduler's span is the root
+        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        deadline = time.monotonic() + 30
+        while not stub.ListWorkers(scheduler_pb2.ListWorkersRequest(), timeout=5).workers:
+            assert time.monotonic() < deadline, "the worker never registered"
+            time.sleep(0.1)
+        replies = list(stub.Generate(scheduler_pb2.GenerateRequest(
+            model=MODEL, text="Tell me about tracing.", max_tokens=4, return_text=True,
+            sampling=common_pb2.SamplingParams(ignore_eos=True),
+            service_class=common_pb2.SERVICE_CLASS_BEST_EFFORT), timeout=60))
+    assert replies[-1].finish_reason == common_pb2.FINISH_REASON_LENGTH
+
+    services = {f"forethought-{name}" for name in ("scheduler", "tokenizer", "predictor", "worker")}
+    spans = wait_for(collector, services)
+    roots = [span for span in spans if span.name == GENERATE and span.service == "forethought-scheduler"]
+    assert len(roots) == 1 and not roots[0].parent_id
+    root = roots[0]
+    trace = [span for span in spans if span.trace_id == root.trace_id]
+    assert services == {span.service for span in trace}
+    by_id = {span.span_id: span for span in trace}
+    for span in trace:
+        if span is not root:
+            assert ancestors(span, by_id)[-1] == root, f"{span.service} {span.name} is not under the Generate span"
+    served = {(span.service, span.name) for span in trace if span.service != "forethought-scheduler"}
+    assert {("forethought-tokenizer", "/forethought.v1.TokenizerService/Tokenize"),
+            ("forethought-predictor", "/forethought.v1.PredictorService/Predict"),
+            ("forethought-worker", "/forethought.v1.WorkerService/Generate")} <= served
+    # Requests before this one (health checks, registry reads) made traces of their own, never this one.
+    assert all(span.trace_id != root.trace_id for span in spans if span.name == "/forethought.v1.SchedulerService/ListWorkers")
