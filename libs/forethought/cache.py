@@ -9,3 +9,5 @@ from pathlib import Path
 CACHE_ROOT = Path(os.environ.get("FORETHOUGHT_CACHE", Path.home() / ".cache" / "forethought"))
 PREDICTOR_DIR = CACHE_ROOT / "predictor"
 """The trained output-length predictor (``forethought train-predictor``)."""
+UP_STATE_FILE = Path(os.environ.get("FORETHOUGHT_STATE_DIR", CACHE_ROOT)) / "up.json"
+"""The addresses of what ``forethought up`` started, while it runs (``$FORETHOUGHT_STATE_DIR`` moves it)."""

@@ -20,7 +20,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("backends", "sim", "demand"),
     ("prewarm", "planner"),
     ("services",),
-    ("launcher",),
+    ("launcher", "application_runner"),
     ("cli",),
 )
 FLOOR_OF = {unit: level for level, units in enumerate(FLOORS) for unit in units}

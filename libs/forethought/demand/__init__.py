@@ -2,7 +2,7 @@
 Gittins and least-slack ranks, and prewarm decisions. Pure: randomness and time come in as arguments;
 the only I/O is ``load_application`` reading the file it is given."""
 
-from forethought.demand.application_file import PROFILING_RUNS, application_from_dict, load_application
+from forethought.demand.application_file import PROFILING_RUNS, application_from_dict, draw_runs, load_application
 from forethought.demand.consumption import Consumption, DemandVariable, Observation, UnitExecution
 from forethought.demand.distribution import DiscreteDemand, discretize
 from forethought.demand.estimate import (
@@ -60,6 +60,7 @@ __all__ = [
     "bucketed_pearson",
     "correlations",
     "discretize",
+    "draw_runs",
     "gittins_rank",
     "graph_from_dict",
     "graph_to_dict",

@@ -70,6 +70,23 @@ def load_application(path: str | Path, rng: random.Random | None = None) -> PDGr
 
 def application_from_dict(data: object, rng: random.Random | None = None) -> PDGraph:
     """The graph an application file's parsed content describes, with its profiling runs recorded."""
+    graph, draws, root = _parse(data)
+    runs = integer(root.get("profiling_runs", PROFILING_RUNS), "profiling_runs")
+    require(runs >= 0, "profiling_runs", "must be >= 0")
+    rng = rng if rng is not None else random.Random(integer(root.get("seed", 0), "seed"))
+    for _ in range(runs):
+        graph.record(_profiling_run(graph, draws, rng))
+    return graph
+
+
+def draw_runs(data: object, count: int, rng: random.Random) -> list[list[UnitExecution]]:
+    """``count`` runs drawn as the file describes them (what profiling records): the steps a live or
+    simulated run of the application takes, with what each consumes."""
+    graph, draws, _ = _parse(data)
+    return [_profiling_run(graph, draws, rng) for _ in range(count)]
+
+
+def _parse(data: object) -> tuple[PDGraph, dict[str, dict[str, Draw]], Mapping[str, Any]]:
     root = mapping(data, "application")
     no_unknown_keys(
         root, {"name", "description", "sources", "entry", "profiling_runs", "seed", "max_recorded", "units"}, "application"
@@ -91,12 +108,7 @@ def application_from_dict(data: object, rng: random.Random | None = None) -> PDG
         draws[name] = _profile(unit_data.get("profile", {}), f"{field}.profile")
     graph = graph_of(root, units)
     _require_entry_has_no_upstream(units_data, graph.entry)
-    runs = integer(root.get("profiling_runs", PROFILING_RUNS), "profiling_runs")
-    require(runs >= 0, "profiling_runs", "must be >= 0")
-    rng = rng if rng is not None else random.Random(integer(root.get("seed", 0), "seed"))
-    for _ in range(runs):
-        graph.record(_profiling_run(graph, draws, rng))
-    return graph
+    return graph, draws, root
 
 
 def _profiling_run(graph: PDGraph, draws: Mapping[str, dict[str, Draw]], rng: random.Random) -> list[UnitExecution]:

@@ -146,3 +146,24 @@ def test_bad_application_input_is_refused_by_field(mesh):
     assert stub.FinishApplication(scheduler_pb2.FinishApplicationRequest(run_id=run), timeout=30).learnt
     code, details = status_of(lambda: stub.FinishApplication(scheduler_pb2.FinishApplicationRequest(run_id=run), timeout=30))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "has finished" in details
+
+
+def test_every_example_application_runs_live_from_its_file(start_service, repo, capsys):
+    """`forethought app run FILE` on each example: registered, drawn, played step by step, finished."""
+    from forethought.application_runner import main as app_main
+
+    demand = start_service("demand", "--seed", "5", "--walks", "200")
+    tokenizer = start_service("tokenizer")
+    worker(start_service, "w0", "50")
+    front = start_service("scheduler", "--registry-poll-s", "0.1", "--heartbeat-ttl-s", "2", "--demand-address", demand.address,
+                          "--tokenizer-address", tokenizer.address, "--policy", "gittins")
+    with grpc.insecure_channel(front.address) as channel:
+        adopted(scheduler_pb2_grpc.SchedulerServiceStub(channel), 1)
+    examples = sorted((repo / "examples" / "applications").glob("*.yaml"))
+    assert len(examples) >= 6
+    for example in examples:
+        assert app_main(["run", str(example), "--scheduler", front.address, "--demand", demand.address,
+                         "--max-tokens", "4", "--max-tool-s", "0.02", "--seed", "1"]) == 0, example.name
+        printed = capsys.readouterr().out
+        assert "finished: ACT" in printed and "learnt by the demand graph" in printed, printed
+        assert "run done: ACT" in printed, printed  # the watch stream saw the end
