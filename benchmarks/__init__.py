@@ -30,6 +30,7 @@ def lazy_main(module: str) -> BenchmarkMain:
 BENCHMARKS: dict[str, BenchmarkMain] = {
     "bros": lazy_main("benchmarks.bros"),
     "e2": lazy_main("benchmarks.e2"),
+    "http": lazy_main("benchmarks.http_front"),
     "placement": lazy_main("benchmarks.placement"),
     "ssjf": lazy_main("benchmarks.ssjf"),
     "sim": lazy_main("benchmarks.sim_speed"),

@@ -42,7 +42,7 @@ def _up(args: argparse.Namespace) -> int:
         return 2
     print(f"length forecasts: {predictor.description}", flush=True)
     return run_up(UpOptions(
-        workers=workers, engine=args.engine, model=args.model, base_port=args.base_port,
+        workers=workers, engine=args.engine, model=args.model, base_port=args.base_port, http_port=args.http_port,
         router=args.router, policy=args.policy, sim_speedup=args.sim_speedup, log_format=args.log_format,
         predictor_model=predictor.directory,
     ), stop)
@@ -115,11 +115,15 @@ def generation_footer(tokens: int, usage: common_pb2.Usage, forecast: float, wor
 async def _status(args: argparse.Namespace) -> int:
     from forethought.launcher import STATE_FILE
     from forethought.rpc.channels import check_health, open_channel
+    from forethought.services.http.readiness import check_ready
     from forethought.v1 import scheduler_pb2, scheduler_pb2_grpc
 
     services = json.loads(STATE_FILE.read_text())["services"] if STATE_FILE.exists() else {"scheduler": args.scheduler}
     print(f"{'service':<12} {'address':<18} health")
     for name, address in services.items():
+        if name == "http":
+            print(f"{name:<12} {address:<18} {await check_ready(address)}")
+            continue
         async with open_channel(address) as channel:
             print(f"{name:<12} {address:<18} {await check_health(channel)}")
     async with open_channel(services.get("scheduler", args.scheduler)) as channel:
@@ -251,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="vllm serves real model text (default); sim is the native engine with modelled time, for load tests")
     up.add_argument("--model", default="SmolLM2-135M-Instruct")
     up.add_argument("--base-port", type=int, default=50051, help="scheduler port; the others follow it")
+    up.add_argument("--http-port", type=int, default=8000, help="port of the OpenAI-compatible HTTP front door (docs/http.md)")
     up.add_argument("--router", default="e2", help="placement policy (docs/routing.md)")
     up.add_argument("--policy", default="ssjf", help="queue order (docs/queueing.md)")
     up.add_argument("--predictor-model", default=None,

@@ -24,6 +24,7 @@ from pathlib import Path
 from forethought.cache import CACHE_ROOT
 from forethought.cluster.redis_server import RedisProcess, start_redis
 from forethought.rpc.channels import wait_until_serving
+from forethought.services.http.readiness import wait_until_ready
 
 STATE_FILE = Path(os.environ.get("FORETHOUGHT_STATE_DIR", CACHE_ROOT)) / "up.json"
 _PR_SET_PDEATHSIG = 1
@@ -76,6 +77,7 @@ class UpOptions:
     engine: str = "vllm"
     model: str = "SmolLM2-135M-Instruct"
     base_port: int = 50051
+    http_port: int = 8000  # the OpenAI-compatible front door
     router: str = "e2"
     policy: str = "ssjf"
     predictor_model: Path | None = None  # a predictor artifact folder; None runs without (FCFS, degraded)
@@ -119,7 +121,7 @@ class Cluster:
 
 
 def plan_services(options: UpOptions, redis_url: str) -> list[tuple[str, str, list[str]]]:
-    """(name, address, argv) of every process to start, in start order: backends, workers, scheduler."""
+    """(name, address, argv) of every process to start, in start order: backends, workers, scheduler, HTTP front."""
     common = ["--redis-url", redis_url, "--log-format", options.log_format]
     plan = [(name, f"127.0.0.1:{options.base_port + offset}", [name])
             for offset, name in enumerate(("tokenizer", "predictor", "demand", "planner"), start=1)]
@@ -135,9 +137,12 @@ def plan_services(options: UpOptions, redis_url: str) -> list[tuple[str, str, li
             "--sim-speedup", str(options.sim_speedup), *options.extra_worker_args,
         ]))
     predictor = [f"--predictor-address={address}" for name, address, _ in plan if name == "predictor"]
+    demand = next(address for name, address, _ in plan if name == "demand")
     plan.append(("scheduler", f"127.0.0.1:{options.base_port}", [
-        "scheduler", "--tokenizer-address", plan[0][1], *predictor, "--router", options.router, "--policy", options.policy,
+        "scheduler", "--tokenizer-address", plan[0][1], *predictor, "--demand-address", demand, "--router", options.router,
+        "--policy", options.policy,
     ]))
+    plan.append(("http", f"127.0.0.1:{options.http_port}", ["http", "--scheduler-address", plan[-1][1]]))
     return [(name, address, [*argv, "--port", address.rpartition(":")[2], *common]) for name, address, argv in plan]
 
 
@@ -169,7 +174,8 @@ def start_cluster(options: UpOptions, stop: StopSignal | None = None) -> Cluster
 
 async def _wait_all(cluster: Cluster, timeout_s: float, stop: StopSignal) -> None:
     started = time.monotonic()
-    waits = {name: asyncio.create_task(wait_until_serving(address, timeout_s)) for name, address in cluster.addresses.items()}
+    waits = {name: asyncio.create_task(wait_until_ready(address, timeout_s) if name == "http" else wait_until_serving(address, timeout_s))
+             for name, address in cluster.addresses.items()}
     next_progress = started + PROGRESS_EVERY_S
     try:
         while not all(task.done() for task in waits.values()):
@@ -214,6 +220,7 @@ def run_up(options: UpOptions, stop: StopSignal | None = None) -> int:
     for name, address in cluster.addresses.items():
         print(f"  {name:<10} {address}", flush=True)
     print('try: forethought generate "What is the capital of France?"   (Ctrl-C stops everything)', flush=True)
+    print(f"OpenAI-compatible API: http://{cluster.addresses['http']}/v1", flush=True)
     try:
         while stop.received is None and not cluster.exited():
             time.sleep(0.2)

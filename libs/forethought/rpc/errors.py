@@ -111,6 +111,15 @@ def rich_status_of(error: grpc.aio.AioRpcError | grpc.Call) -> status_pb2.Status
     return None
 
 
+def retry_delay_of(error: grpc.aio.AioRpcError | grpc.Call) -> float | None:
+    """Seconds the server asks a caller to wait before retrying (its ``RetryInfo`` detail); None when it gave none."""
+    status = rich_status_of(error)
+    retry_info = error_details_pb2.RetryInfo()
+    if status is not None and any(detail.Unpack(retry_info) for detail in status.details):
+        return float(retry_info.retry_delay.ToNanoseconds()) / 1e9
+    return None
+
+
 def invalid_argument_of(error: grpc.aio.AioRpcError | grpc.Call) -> InvalidArgument:
     """An INVALID_ARGUMENT a downstream call answered, rebuilt to pass on: the field and rule of its
     ``BadRequest`` detail (every service here sends one), else the whole request and its message."""

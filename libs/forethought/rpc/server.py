@@ -13,7 +13,7 @@ import logging
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -88,7 +88,11 @@ class ServiceSpec:
     name: str
     description: str
     settings_type: type[ServiceSettings]
-    build: Callable[[Any], Service]
+    build: Callable[[Any], Service] | None
+    """Builds a gRPC service's shell from its settings, for ``running_service``."""
+    running: Callable[[Any], AbstractAsyncContextManager[str]] | None = None
+    """Runs a service that is no gRPC server (the HTTP front door), whose ``build`` is None: given its
+    settings, it serves, yields its address, and stops gracefully on exit."""
 
 
 @asynccontextmanager
@@ -97,7 +101,10 @@ async def running_service(spec: ServiceSpec, settings: ServiceSettings, service:
 
     ``service``: a shell built by the caller (a benchmark sharing one engine), instead of ``spec.build(settings)``.
     """
-    service = service if service is not None else spec.build(settings)
+    if service is None:
+        if spec.build is None:
+            raise TypeError(f"{spec.name} is no gRPC service: run it with spec.running")
+        service = spec.build(settings)
     server = grpc.aio.server(
         interceptors=[StatusInterceptor()],  # also opens the server span: one interceptor layer per call
         options=[("grpc.max_send_message_length", MAX_MESSAGE_BYTES), ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)],
@@ -141,7 +148,7 @@ async def serve(spec: ServiceSpec, settings: ServiceSettings) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    async with running_service(spec, settings) as address:
+    async with (spec.running(settings) if spec.running else running_service(spec, settings)) as address:
         log.info("%s serving on %s", name, address)
         print(f"{READY_MARKER} {name} {address}", flush=True)
         await stop.wait()

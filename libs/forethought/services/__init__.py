@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from forethought.rpc.server import ServiceSpec
 
-SERVICE_NAMES = ("scheduler", "tokenizer", "predictor", "demand", "planner", "worker")
+SERVICE_NAMES = ("scheduler", "tokenizer", "predictor", "demand", "planner", "worker", "http")
 
 
 def service_spec(name: str) -> ServiceSpec:
@@ -26,6 +26,8 @@ def service_spec(name: str) -> ServiceSpec:
         from forethought.services.planner.shell import SERVICE
     elif name == "worker":
         from forethought.services.worker.shell import SERVICE
+    elif name == "http":
+        from forethought.services.http.shell import SERVICE
     else:
         raise ValueError(f"unknown service {name!r}: choose one of {', '.join(SERVICE_NAMES)}")
     return SERVICE

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -54,17 +57,20 @@ def still_running(processes: list[psutil.Process]) -> list[list[str]]:
 def test_up_generate_status_and_ctrl_c_leaves_no_process(tmp_path: Path):
     base = free_port_block(20)
     env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path)}
-    up = start_up(["--engine", "sim", "--base-port", str(base), "--sim-speedup", "5"], env)
+    up = start_up(["--engine", "sim", "--base-port", str(base), "--http-port", str(base + 5), "--sim-speedup", "5"], env)
     try:
         children = psutil.Process(up.pid).children(recursive=True)
-        assert len(children) >= 7  # redis, tokenizer, demand, planner, 2 workers, scheduler (+ predictor if trained)
+        assert len(children) >= 8  # redis, tokenizer, demand, planner, 2 workers, scheduler, http (+ predictor if trained)
         generated = generate("Tell me about the Moon", base, env)
         assert generated.returncode == 0, generated.stderr
         assert "[8 tokens;" in generated.stdout
         assert "not text" in generated.stdout  # the sim engine says its tokens are no answer
         status = subprocess.run([sys.executable, "-m", "forethought.cli", "status"], capture_output=True, text=True, timeout=60, env=env)
         assert status.returncode == 0, status.stdout + status.stderr
-        assert status.stdout.count("SERVING") >= 6
+        assert status.stdout.count("SERVING") >= 7
+        assert re.search(rf"http +127.0.0.1:{base + 5} +SERVING", status.stdout), status.stdout
+        with urllib.request.urlopen(f"http://127.0.0.1:{base + 5}/v1/models", timeout=10) as models:
+            assert [model["id"] for model in json.load(models)["data"]] == ["SmolLM2-135M-Instruct"]
         assert "worker-1" in status.stdout
         assert "sim workers make token ids for load tests, not text" in status.stdout
     finally:
@@ -78,7 +84,7 @@ def test_up_generate_status_and_ctrl_c_leaves_no_process(tmp_path: Path):
 def test_up_with_the_vllm_engine_serves_real_text_through_the_mesh(tmp_path: Path):
     base = free_port_block(20)
     env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path)}
-    up = start_up(["--base-port", str(base)], env)  # the default: one vLLM worker
+    up = start_up(["--base-port", str(base), "--http-port", str(base + 5)], env)  # the default: one vLLM worker
     try:
         descendants = psutil.Process(up.pid).children(recursive=True)
         assert any("EngineCore" in " ".join(process.cmdline()) for process in descendants)
@@ -158,7 +164,8 @@ def test_a_stop_during_start_up_stops_everything_whatever_signals_it_inherited(
         tmp_path: Path, engine: str, signum: int, mid_start: str):
     base = free_port_block(20)
     env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path)}
-    up = subprocess.Popen([sys.executable, "-m", "forethought.cli", "up", "--engine", engine, "--base-port", str(base)],
+    up = subprocess.Popen([sys.executable, "-m", "forethought.cli", "up", "--engine", engine, "--base-port", str(base),
+                           "--http-port", str(base + 5)],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                           preexec_fn=ignoring_stop_signals)
     try:
@@ -177,7 +184,7 @@ def test_a_service_that_cannot_start_ends_up_in_one_line_and_leaves_nothing(tmp_
     base = free_port_block(20)
     env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path)}
     up = subprocess.run([sys.executable, "-m", "forethought.cli", "up", "--engine", "sim", "--base-port", str(base),
-                         "--router", "no-such-router"], capture_output=True, text=True, timeout=120, env=env)
+                         "--http-port", str(base + 5), "--router", "no-such-router"], capture_output=True, text=True, timeout=120, env=env)
     assert up.returncode == 1
     assert "Traceback" not in up.stdout + up.stderr
     assert "forethought up: scheduler exited during start-up; its log above says why; stopped everything" in up.stderr

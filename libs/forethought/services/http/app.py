@@ -1,0 +1,218 @@
+"""The OpenAI-compatible routes over the scheduler's gRPC ``SchedulerService``.
+
+Each generating call opens one ``Generate`` stream and waits for its first message before answering, so a
+refusal (a bad field, an unknown model, a full queue) is an HTTP error status, not a broken stream. Until
+the answer is complete the response also watches the connection: a client that leaves cancels the gRPC
+call, and the scheduler aborts the request on its worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import grpc
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from opentelemetry import propagate, trace
+from starlette.exceptions import HTTPException
+from starlette.types import Receive, Scope, Send
+
+from forethought.domain import InvalidField
+from forethought.rpc.channels import check_health, open_channel
+from forethought.services.http.openai_errors import HttpError, error_json, http_error, http_error_of
+from forethought.services.http.openai_requests import GatewayRequest, chat_request, completion_request
+from forethought.services.http.openai_responses import (
+    DONE,
+    Answer,
+    Route,
+    answer_json,
+    chunk_json,
+    sse,
+    usage_chunk_json,
+)
+from forethought.telemetry.tracing import trace_metadata
+from forethought.v1 import scheduler_pb2, scheduler_pb2_grpc
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer("forethought.http")
+
+Parse = Callable[[Mapping[str, Any], Mapping[str, str], str, int], GatewayRequest]
+REQUEST_ID_HEADER = "x-forethought-request-id"
+
+
+def error_response(error: HttpError) -> JSONResponse:
+    return JSONResponse(error.body, status_code=error.status, headers=error.headers)
+
+
+def build_app(scheduler_address: str, request_timeout_s: float, default_max_tokens: int) -> FastAPI:
+    """The FastAPI application; its lifespan opens the channel to the scheduler and closes it."""
+    channel: grpc.aio.Channel | None = None
+    stub: scheduler_pb2_grpc.SchedulerServiceStub | None = None
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        nonlocal channel, stub
+        # Untraced: a client interceptor costs a task per streamed call; the context goes as metadata.
+        channel = open_channel(scheduler_address, traced=False)
+        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        try:
+            yield
+        finally:
+            await channel.close()
+
+    app = FastAPI(title="Forethought", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+
+    async def generate(request: Request, route: Route, parse: Parse) -> Response:
+        assert stub is not None  # NOTE: the lifespan opened it before the first request
+        try:
+            body = json.loads(await request.body())
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            return error_response(HttpError(400, error_json(f"the body is not JSON: {error}", "invalid_request_error",
+                                                            None, "invalid_argument")))
+        if not isinstance(body, dict):
+            return error_response(http_error(grpc.StatusCode.INVALID_ARGUMENT, "body: must be a JSON object", "body"))
+        request_id = ("chatcmpl-" if route is Route.CHAT else "cmpl-") + uuid.uuid4().hex
+        try:
+            gateway_request = parse(body, request.headers, request_id, default_max_tokens)
+        except InvalidField as error:
+            return error_response(http_error(grpc.StatusCode.INVALID_ARGUMENT, str(error), error.field))
+        return GenerationResponse(stub, route, gateway_request, request_timeout_s, propagate.extract(request.headers))
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        return await generate(request, Route.COMPLETION, completion_request)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        return await generate(request, Route.CHAT, chat_request)
+
+    @app.get("/v1/models")
+    async def models() -> Response:
+        assert stub is not None
+        try:
+            reply = await stub.ListWorkers(scheduler_pb2.ListWorkersRequest(), timeout=10, metadata=trace_metadata())
+        except grpc.aio.AioRpcError as error:
+            return error_response(http_error_of(error))
+        names = sorted({worker.model for worker in reply.workers})
+        return JSONResponse({"object": "list", "data": [
+            {"id": name, "object": "model", "created": 0, "owned_by": "forethought"} for name in names]})
+
+    @app.get("/health")
+    async def health() -> Response:
+        return JSONResponse({"status": "ok"})
+
+    @app.get("/ready")
+    async def ready() -> Response:
+        assert channel is not None
+        state = await check_health(channel)
+        if state != "SERVING":
+            return error_response(http_error(grpc.StatusCode.UNAVAILABLE, f"the scheduler at {scheduler_address} is {state}"))
+        return JSONResponse({"status": "ready", "scheduler": scheduler_address})
+
+    @app.exception_handler(HTTPException)
+    async def http_exception(request: Request, error: HTTPException) -> Response:
+        kind = "not_found_error" if error.status_code == 404 else "invalid_request_error"
+        return JSONResponse(error_json(f"{request.method} {request.url.path}: {error.detail}", kind, None, None),
+                            status_code=error.status_code, headers=error.headers)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, error: Exception) -> Response:
+        error_id = uuid.uuid4().hex[:12]
+        log.error("error %s in %s %s", error_id, request.method, request.url.path, exc_info=error)
+        return JSONResponse(error_json(f"internal error {error_id}", "server_error", None, "internal"), status_code=500)
+
+    return app
+
+
+class GenerationResponse(Response):
+    """Streams (or collects) one ``Generate`` call, cancelling it when the client disconnects first."""
+
+    def __init__(self, stub: scheduler_pb2_grpc.SchedulerServiceStub, route: Route, request: GatewayRequest,
+                 timeout_s: float, trace_context: Any) -> None:
+        super().__init__()
+        self._stub = stub
+        self._route = route
+        self._request = request
+        self._timeout_s = timeout_s
+        self._trace_context = trace_context
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        name = f"POST {scope['path']}"
+        with tracer.start_as_current_span(name, context=self._trace_context, kind=trace.SpanKind.SERVER):
+            call = self._stub.Generate(self._request.generate, timeout=self._timeout_s, metadata=trace_metadata())
+            serving = asyncio.ensure_future(self._serve(call, send))
+            watching = asyncio.ensure_future(_disconnect(receive))
+            try:
+                await asyncio.wait({serving, watching}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not serving.done():
+                    call.cancel()  # the client left (or the server stops): the scheduler aborts the request
+                    serving.cancel()
+                watching.cancel()
+                await asyncio.gather(serving, watching, return_exceptions=True)
+            if not serving.cancelled() and serving.exception() is not None:
+                raise serving.exception()  # type: ignore[misc]
+
+    async def _serve(self, call: grpc.aio.UnaryStreamCall, send: Send) -> None:
+        generate = self._request.generate
+        answer = Answer(generate.request_id, generate.model, int(time.time()))
+        try:
+            reply = await call.read()
+        except grpc.aio.AioRpcError as error:
+            return await _send_json(send, *_error_parts(http_error_of(error)))
+        if not self._request.stream:
+            try:
+                while reply is not grpc.aio.EOF:
+                    answer.add(reply)
+                    reply = await call.read()
+            except grpc.aio.AioRpcError as error:
+                return await _send_json(send, *_error_parts(http_error_of(error)))
+            return await _send_json(send, 200, answer_json(self._route, answer), {REQUEST_ID_HEADER: answer.request_id})
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
+            (REQUEST_ID_HEADER.encode(), answer.request_id.encode())]})
+        await self._stream(call, reply, answer, send)
+
+    async def _stream(self, call: grpc.aio.UnaryStreamCall, reply: Any, answer: Answer, send: Send) -> None:
+        first, failed = True, False
+        while reply is not grpc.aio.EOF:
+            answer.add(reply)
+            if first or reply.text or reply.finish_reason:
+                event = chunk_json(self._route, answer, reply, first, self._request.include_usage)
+                await send({"type": "http.response.body", "body": sse(event), "more_body": True})
+                first = False
+            try:
+                reply = await call.read()
+            except grpc.aio.AioRpcError as error:
+                # Tokens went out already: the failure is the stream's last event (OpenAI's clients raise it).
+                await send({"type": "http.response.body", "body": sse(http_error_of(error).body), "more_body": True})
+                failed = True
+                break
+        if self._request.include_usage and not failed:
+            await send({"type": "http.response.body", "body": sse(usage_chunk_json(self._route, answer)), "more_body": True})
+        await send({"type": "http.response.body", "body": DONE, "more_body": False})
+
+
+def _error_parts(error: HttpError) -> tuple[int, dict[str, Any], dict[str, str]]:
+    return error.status, error.body, error.headers
+
+
+async def _send_json(send: Send, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
+    body = json.dumps(payload).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+        *((name.lower().encode(), value.encode()) for name, value in headers.items())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _disconnect(receive: Receive) -> None:
+    """Returns when the client closes the connection (the request body was read before)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass

@@ -1,0 +1,223 @@
+"""OpenAI request bodies (and Forethought's headers) as the scheduler's ``GenerateRequest``.
+
+``/v1/completions`` and ``/v1/chat/completions`` take OpenAI's fields; Forethought's own travel as extra
+body fields or as ``X-Forethought-*`` headers, a body field winning over its header. A field of the wrong
+type or a feature the mesh does not offer raises ``InvalidField`` naming the OpenAI parameter; the rules the
+scheduler keeps (ranges, the model, the prompt's length) are left to the scheduler, which names the field.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from google.protobuf import timestamp_pb2
+
+from forethought.domain import MAX_TOKENS_LIMIT, InvalidField, require
+from forethought.v1 import common_pb2, scheduler_pb2
+
+SERVICE_CLASSES = {"rt": common_pb2.SERVICE_CLASS_REAL_TIME, "be": common_pb2.SERVICE_CLASS_BEST_EFFORT}
+CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+"""OpenAI's roles as the chat template names them (a ``developer`` message is a system message)."""
+
+HEADERS = {
+    "service_class": "x-forethought-service-class",
+    "application_id": "x-forethought-application-id",
+    "step": "x-forethought-step",
+    "deadline": "x-forethought-deadline",
+    "slo.ttft_s": "x-forethought-slo-ttft-s",
+    "slo.tpot_s": "x-forethought-slo-tpot-s",
+}
+"""Forethought's fields and the headers that carry them (header names are case-insensitive)."""
+
+UNSUPPORTED: dict[str, tuple[Any, ...]] = {
+    "logprobs": (None, False, 0), "top_logprobs": (None, 0), "echo": (None, False), "suffix": (None, ""),
+    "best_of": (None, 1), "logit_bias": (None, {}), "presence_penalty": (None, 0, 0.0),
+    "frequency_penalty": (None, 0, 0.0), "tools": (None, []), "functions": (None, []),
+    "response_format": (None, {"type": "text"}),
+}
+"""OpenAI features the mesh does not offer, with the values that ask for nothing (accepted as sent)."""
+
+
+@dataclass(frozen=True)
+class GatewayRequest:
+    """One OpenAI call as the scheduler takes it, and how to answer it."""
+
+    generate: scheduler_pb2.GenerateRequest
+    stream: bool
+    include_usage: bool  # stream_options.include_usage: a last chunk with the usage
+
+
+def completion_request(body: Mapping[str, Any], headers: Mapping[str, str], request_id: str,
+                       default_max_tokens: int) -> GatewayRequest:
+    """The ``/v1/completions`` body: ``prompt`` is a string or token ids (or a list holding one of them)."""
+    request = _common(body, headers, request_id, ("max_tokens",), default_max_tokens)
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
+        prompt = prompt[0]  # a batch of one
+    if isinstance(prompt, str):
+        require(bool(prompt), "prompt", "must be non-empty")
+        request.text = prompt
+    elif isinstance(prompt, list) and prompt and all(isinstance(token, int) and not isinstance(token, bool) for token in prompt):
+        request.token_ids.ids.extend(prompt)
+    else:
+        raise InvalidField("prompt", "must be a non-empty string or a list of token ids (one prompt per request)")
+    return _gateway_request(body, request)
+
+
+def chat_request(body: Mapping[str, Any], headers: Mapping[str, str], request_id: str,
+                 default_max_tokens: int) -> GatewayRequest:
+    """The ``/v1/chat/completions`` body: ``messages`` of system, developer, user and assistant turns."""
+    request = _common(body, headers, request_id, ("max_completion_tokens", "max_tokens"), default_max_tokens)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise InvalidField("messages", "must be a non-empty list")
+    for index, message in enumerate(messages):
+        field = f"messages[{index}]"
+        require(isinstance(message, dict), field, "must be an object with role and content")
+        role = message.get("role")
+        require(role in CHAT_ROLES, f"{field}.role", f"must be one of {', '.join(CHAT_ROLES)}")
+        request.chat.messages.add(role=CHAT_ROLES[role], content=_content(message.get("content"), f"{field}.content"))
+    return _gateway_request(body, request)
+
+
+def _content(content: Any, field: str) -> str:
+    """A message's text: a string, or text parts (``[{"type": "text", "text": ...}]``) joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(part, dict) and part.get("type") == "text"
+                                         and isinstance(part.get("text"), str) for part in content):
+        return "".join(part["text"] for part in content)
+    raise InvalidField(field, "must be a string or a list of text parts")
+
+
+def _gateway_request(body: Mapping[str, Any], request: scheduler_pb2.GenerateRequest) -> GatewayRequest:
+    stream = _typed(body, "stream", bool, "a boolean") or False
+    options = _typed(body, "stream_options", dict, "an object") or {}
+    include_usage = options.get("include_usage", False)
+    require(isinstance(include_usage, bool), "stream_options.include_usage", "must be a boolean")
+    require(stream or not options, "stream_options", "is only allowed with stream: true")
+    return GatewayRequest(request, stream, include_usage)
+
+
+def _common(body: Mapping[str, Any], headers: Mapping[str, str], request_id: str,
+            length_fields: tuple[str, ...], default_max_tokens: int) -> scheduler_pb2.GenerateRequest:
+    """What both routes share: model, length (the first of ``length_fields`` sent, else the default),
+    sampling and Forethought's fields."""
+    require(isinstance(body, dict), "body", "must be a JSON object")
+    model = body.get("model")
+    require(isinstance(model, str) and bool(model), "model", "must be a non-empty string")
+    for name, harmless in UNSUPPORTED.items():
+        require(body.get(name) in harmless, name, "is not supported by Forethought")
+    n = _integer(body, "n")
+    require(n in (None, 1), "n", "must be 1: one choice per request")
+    request = scheduler_pb2.GenerateRequest(request_id=request_id, model=model, return_text=True,
+                                            sampling=_sampling(body))
+    length_field, max_tokens = next(((name, value) for name in length_fields if (value := _integer(body, name)) is not None),
+                                    (length_fields[0], default_max_tokens))
+    require(1 <= max_tokens <= MAX_TOKENS_LIMIT, length_field, f"must be in 1..{MAX_TOKENS_LIMIT}")
+    request.max_tokens = max_tokens
+    _forethought_fields(request, _extras(body, headers))
+    return request
+
+
+def _sampling(body: Mapping[str, Any]) -> common_pb2.SamplingParams:
+    sampling = common_pb2.SamplingParams()
+    for name in ("temperature", "top_p"):
+        value = _number(body, name)
+        if value is not None:
+            setattr(sampling, name, value)
+    seed = _integer(body, "seed")
+    if seed is not None:
+        sampling.seed = seed
+    sampling.top_k = max(0, _integer(body, "top_k") or 0)  # vLLM's extra field; -1 disables, as 0 does here
+    stop = body.get("stop")
+    if isinstance(stop, str):
+        stop = [stop]
+    require(stop is None or isinstance(stop, list) and all(isinstance(item, str) for item in stop),
+            "stop", "must be a string or a list of strings")
+    sampling.stop.extend(stop or ())
+    stop_token_ids = body.get("stop_token_ids") or []
+    require(isinstance(stop_token_ids, list) and all(isinstance(token, int) for token in stop_token_ids),
+            "stop_token_ids", "must be a list of token ids")
+    sampling.stop_token_ids.extend(stop_token_ids)
+    sampling.ignore_eos = _typed(body, "ignore_eos", bool, "a boolean") or False
+    return sampling
+
+
+def _extras(body: Mapping[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
+    """Forethought's fields from the body, else from their headers (as text)."""
+    values: dict[str, Any] = {name: headers[header] for name, header in HEADERS.items() if header in headers}
+    slo = _typed(body, "slo", dict, "an object with ttft_s and tpot_s") or {}
+    for name in ("ttft_s", "tpot_s"):
+        if name in slo:
+            values[f"slo.{name}"] = slo[name]
+    values.update((name, body[name]) for name in ("service_class", "application_id", "step", "deadline") if name in body)
+    return values
+
+
+def _forethought_fields(request: scheduler_pb2.GenerateRequest, values: Mapping[str, Any]) -> None:
+    if "service_class" in values:
+        service_class = values["service_class"]
+        require(service_class in SERVICE_CLASSES, "service_class", "must be rt or be")
+        request.service_class = SERVICE_CLASSES[service_class]
+    for name in ("application_id", "step"):
+        if name in values:
+            require(isinstance(values[name], str), name, "must be a string")
+            setattr(request, name, values[name])
+    for name in ("ttft_s", "tpot_s"):
+        if f"slo.{name}" in values:
+            setattr(request.slo, name, _seconds(values[f"slo.{name}"], f"slo.{name}"))
+    if "deadline" in values:
+        request.deadline.CopyFrom(deadline_of(values["deadline"]))
+
+
+def deadline_of(value: Any) -> timestamp_pb2.Timestamp:
+    """A deadline as unix seconds (a number, or its text) or an RFC 3339 time with its offset."""
+    try:
+        seconds = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        seconds = _rfc3339(value)
+    require(math.isfinite(seconds) and seconds > 0, "deadline", "must be unix seconds or an RFC 3339 time with its offset")
+    deadline = timestamp_pb2.Timestamp()
+    deadline.FromNanoseconds(round(seconds * 1e9))
+    return deadline
+
+
+def _rfc3339(value: Any) -> float:
+    try:
+        moment = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return moment.timestamp() if moment.tzinfo is not None else math.nan
+
+
+def _seconds(value: Any, field: str) -> float:
+    try:
+        seconds = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        seconds = math.nan
+    require(math.isfinite(seconds) and seconds >= 0, field, "must be a number of seconds >= 0")
+    return seconds
+
+
+def _typed(body: Mapping[str, Any], name: str, kind: type, what: str) -> Any:
+    value = body.get(name)
+    require(value is None or isinstance(value, kind), name, f"must be {what}")
+    return value
+
+
+def _number(body: Mapping[str, Any], name: str) -> float | None:
+    value = body.get(name)
+    require(value is None or isinstance(value, int | float) and not isinstance(value, bool), name, "must be a number")
+    return None if value is None else float(value)
+
+
+def _integer(body: Mapping[str, Any], name: str) -> int | None:
+    value = body.get(name)
+    require(value is None or isinstance(value, int) and not isinstance(value, bool), name, "must be an integer")
+    require(value is None or -(1 << 63) <= value < 1 << 63, name, "must fit in 64 bits")
+    return value

@@ -1,0 +1,28 @@
+"""The OpenAI client against a mesh whose worker runs the real vLLM CPU engine with SmolLM2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import openai
+import pytest
+from forethought.cluster.redis_server import RedisProcess
+
+from tests.integration.http.conftest import MODEL, start_mesh, stop_mesh
+
+
+@pytest.mark.slow
+def test_the_openai_client_streams_real_text_through_the_mesh(redis_server: RedisProcess, tmp_path: Path):
+    mesh = start_mesh(redis_server.url, tmp_path, workers=1, worker_args=("--engine", "vllm"))
+    try:
+        api = openai.OpenAI(base_url=mesh.base_url, api_key="unused", max_retries=0)
+        stream = api.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "What is the capital of France?"}], max_tokens=24,
+            temperature=0, stream=True, stream_options={"include_usage": True})
+        chunks = list(stream)
+    finally:
+        stop_mesh(mesh)
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
+    assert "Paris" in text, text
+    assert 0 < chunks[-1].usage.completion_tokens <= 24
+    assert chunks[-1].usage.prompt_tokens > 10 and chunks[-1].choices == []

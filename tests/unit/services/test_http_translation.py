@@ -1,0 +1,153 @@
+"""The HTTP front door's pure parts: OpenAI bodies and headers to ``GenerateRequest``, gRPC statuses to
+OpenAI errors, and answers to OpenAI's objects."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+import pytest
+from forethought.domain import InvalidField
+from forethought.services.http.openai_errors import http_error
+from forethought.services.http.openai_requests import chat_request, completion_request, deadline_of
+from forethought.services.http.openai_responses import Answer, Route, answer_json, chunk_json, sse, usage_chunk_json
+from forethought.v1 import common_pb2, scheduler_pb2
+
+MODEL = "m"
+
+
+def completion(body: dict, headers: dict[str, str] | None = None):
+    return completion_request({"model": MODEL, **body}, headers or {}, "cmpl-1", 256)
+
+
+def test_a_completion_maps_openai_fields_onto_the_request():
+    parsed = completion({"prompt": "Hi", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9, "seed": 3, "stop": "END",
+                         "stream": True, "stream_options": {"include_usage": True}})
+    request = parsed.generate
+    assert (request.request_id, request.model, request.text, request.max_tokens, request.return_text) == ("cmpl-1", MODEL, "Hi", 7, True)
+    assert (request.sampling.temperature, request.sampling.top_p, request.sampling.seed) == (0.5, 0.9, 3)
+    assert list(request.sampling.stop) == ["END"]
+    assert parsed.stream and parsed.include_usage
+    assert request.service_class == common_pb2.SERVICE_CLASS_UNSPECIFIED
+
+
+def test_unset_sampling_stays_unset_and_the_length_defaults():
+    request = completion({"prompt": "Hi"}).generate
+    assert not request.sampling.HasField("temperature") and not request.sampling.HasField("seed")
+    assert request.max_tokens == 256
+
+
+@pytest.mark.parametrize(("prompt", "which", "expected"), [
+    ("Hi", "text", "Hi"), (["Hi"], "text", "Hi"), ([1, 2, 3], "token_ids", [1, 2, 3]), ([[4, 5]], "token_ids", [4, 5]),
+], ids=["text", "batch-of-one-text", "token-ids", "batch-of-one-token-ids"])
+def test_a_prompt_is_text_or_token_ids(prompt, which, expected):
+    request = completion({"prompt": prompt}).generate
+    assert request.WhichOneof("prompt") == which
+    assert (request.text if which == "text" else list(request.token_ids.ids)) == expected
+
+
+def test_a_chat_maps_roles_and_text_parts_and_prefers_max_completion_tokens():
+    request = chat_request({"model": MODEL, "max_tokens": 9, "max_completion_tokens": 5, "messages": [
+        {"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": [{"type": "text", "text": "Hello "}, {"type": "text", "text": "there"}]},
+    ]}, {}, "chatcmpl-1", 256).generate
+    assert [(m.role, m.content) for m in request.chat.messages] == [("system", "Be brief."), ("user", "Hello there")]
+    assert request.max_tokens == 5
+
+
+def test_forethought_fields_come_from_the_body_or_headers_and_the_body_wins():
+    headers = {"x-forethought-service-class": "be", "x-forethought-application-id": "run-h", "x-forethought-step": "s",
+               "x-forethought-slo-ttft-s": "0.5", "x-forethought-slo-tpot-s": "0.05", "x-forethought-deadline": "1700000000"}
+    from_headers = completion({"prompt": "Hi"}, headers).generate
+    assert from_headers.service_class == common_pb2.SERVICE_CLASS_BEST_EFFORT
+    assert (from_headers.application_id, from_headers.step) == ("run-h", "s")
+    assert (from_headers.slo.ttft_s, from_headers.slo.tpot_s) == (0.5, 0.05)
+    assert from_headers.deadline.seconds == 1_700_000_000
+    body = completion({"prompt": "Hi", "service_class": "rt", "application_id": "run-b", "slo": {"ttft_s": 2}}, headers).generate
+    assert body.service_class == common_pb2.SERVICE_CLASS_REAL_TIME
+    assert body.application_id == "run-b" and body.slo.ttft_s == 2 and body.slo.tpot_s == 0.05
+
+
+@pytest.mark.parametrize(("value", "seconds"), [
+    (1700000000, 1700000000), ("1700000000.5", 1700000000.5), ("2023-11-14T22:13:20Z", 1700000000),
+    ("2023-11-14T23:13:20+01:00", 1700000000),
+], ids=["unix-number", "unix-text", "rfc3339-utc", "rfc3339-offset"])
+def test_a_deadline_is_unix_seconds_or_rfc3339(value, seconds):
+    assert deadline_of(value).ToNanoseconds() / 1e9 == seconds
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"prompt": ""}, "prompt"), ({"prompt": ["a", "b"]}, "prompt"), ({"prompt": [1, "x"]}, "prompt"),
+    ({"prompt": "Hi", "model": ""}, "model"), ({"prompt": "Hi", "max_tokens": "8"}, "max_tokens"),
+    ({"prompt": "Hi", "max_tokens": 1 << 40}, "max_tokens"), ({"prompt": "Hi", "temperature": True}, "temperature"),
+    ({"prompt": "Hi", "n": 3}, "n"), ({"prompt": "Hi", "stop": [1]}, "stop"), ({"prompt": "Hi", "echo": True}, "echo"),
+    ({"prompt": "Hi", "stream_options": {"include_usage": True}}, "stream_options"),
+    ({"prompt": "Hi", "deadline": "2030-01-01T00:00:00"}, "deadline"), ({"prompt": "Hi", "slo": {"ttft_s": -1}}, "slo.ttft_s"),
+    ({"prompt": "Hi", "service_class": "RT"}, "service_class"), ({"prompt": "Hi", "application_id": 7}, "application_id"),
+], ids=["empty-prompt", "two-prompts", "mixed-ids", "empty-model", "length-as-text", "length-too-large", "bool-temperature",
+        "n", "stop-ids", "echo", "stream-options-without-stream", "deadline-without-offset", "negative-slo",
+        "service-class-case", "application-id-type"])
+def test_a_broken_field_names_its_openai_parameter(body, field):
+    with pytest.raises(InvalidField) as refused:
+        completion(body)
+    assert refused.value.field == field
+
+
+def test_harmless_values_of_unsupported_features_are_accepted():
+    request = completion({"prompt": "Hi", "n": 1, "logprobs": None, "echo": False, "presence_penalty": 0, "best_of": 1}).generate
+    assert request.text == "Hi"
+
+
+@pytest.mark.parametrize(("code", "status", "kind"), [
+    (grpc.StatusCode.INVALID_ARGUMENT, 400, "invalid_request_error"), (grpc.StatusCode.UNAUTHENTICATED, 401, "authentication_error"),
+    (grpc.StatusCode.PERMISSION_DENIED, 403, "permission_error"), (grpc.StatusCode.NOT_FOUND, 404, "not_found_error"),
+    (grpc.StatusCode.RESOURCE_EXHAUSTED, 429, "rate_limit_error"), (grpc.StatusCode.UNAVAILABLE, 503, "service_unavailable_error"),
+    (grpc.StatusCode.DEADLINE_EXCEEDED, 504, "timeout_error"), (grpc.StatusCode.ALREADY_EXISTS, 500, "server_error"),
+    (grpc.StatusCode.INTERNAL, 500, "server_error"),
+], ids=lambda value: getattr(value, "name", str(value)))
+def test_statuses_map_to_http_codes(code, status, kind):
+    error = http_error(code, "why")
+    assert (error.status, error.body) == (status, {"error": {"message": "why", "type": kind, "param": None, "code": code.name.lower()}})
+
+
+def test_a_refused_scheduler_field_is_named_as_the_openai_parameter():
+    assert http_error(grpc.StatusCode.INVALID_ARGUMENT, "x", "sampling.stop").body["error"]["param"] == "stop"
+    assert http_error(grpc.StatusCode.INVALID_ARGUMENT, "x", "max_tokens").body["error"]["param"] == "max_tokens"
+
+
+def test_a_retry_delay_becomes_retry_after_rounded_up():
+    full = http_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "full", retry_after_s=0.4)
+    assert full.headers == {"Retry-After": "1", "retry-after-ms": "400"}
+    assert http_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "full", retry_after_s=2.01).headers["Retry-After"] == "3"
+    assert http_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "full").headers == {}
+
+
+def answered() -> Answer:
+    answer = Answer("chatcmpl-1", MODEL, 100)
+    answer.add(scheduler_pb2.GenerateResponse(text="Hel", worker_id="w0", predicted_output_tokens=12.0))
+    answer.add(scheduler_pb2.GenerateResponse(text="lo", finish_reason=common_pb2.FINISH_REASON_STOP, usage=common_pb2.Usage(
+        prompt_tokens=10, cached_prompt_tokens=4, output_tokens=2, ttft_s=0.25, queue_s=0.01)))
+    return answer
+
+
+def test_a_whole_answer_is_openai_shaped_with_forethoughts_account():
+    body = answer_json(Route.CHAT, answered())
+    assert body["object"] == "chat.completion" and body["choices"] == [
+        {"index": 0, "logprobs": None, "finish_reason": "stop", "message": {"role": "assistant", "content": "Hello"}}]
+    assert body["usage"] == {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12,
+                             "prompt_tokens_details": {"cached_tokens": 4}}
+    assert body["forethought"] == {"request_id": "chatcmpl-1", "worker_id": "w0", "predicted_output_tokens": 12.0,
+                                   "ttft_s": 0.25, "queue_s": 0.01}
+    assert answer_json(Route.COMPLETION, answered())["choices"][0]["text"] == "Hello"
+
+
+def test_chunks_name_the_role_first_and_the_usage_comes_last():
+    answer = answered()
+    first = chunk_json(Route.CHAT, answer, scheduler_pb2.GenerateResponse(text="Hel"), first=True, include_usage=True)
+    later = chunk_json(Route.CHAT, answer, scheduler_pb2.GenerateResponse(text="lo"), first=False, include_usage=False)
+    assert first["object"] == "chat.completion.chunk" and first["usage"] is None
+    assert first["choices"][0]["delta"] == {"role": "assistant", "content": "Hel"}
+    assert later["choices"][0]["delta"] == {"content": "lo"} and "usage" not in later
+    last = usage_chunk_json(Route.CHAT, answer)
+    assert last["choices"] == [] and last["usage"]["total_tokens"] == 12
+    assert sse({"a": 1}) == b'data: {"a":1}\n\n' and json.loads(sse(last)[6:]) == last
