@@ -1,6 +1,6 @@
-"""One request, one trace: the scheduler, tokenizer, predictor and worker run as real processes exporting
-spans over OTLP/gRPC to a receiver in this test, and every span of the request hangs, parent by parent,
-under the scheduler's Generate span."""
+"""One request, one trace: the scheduler, tokenizer, predictor, demand service and worker run as real
+processes exporting spans over OTLP/gRPC to a receiver in this test, and every span of a request (a step
+of an application run) hangs, parent by parent, under the scheduler's Generate span."""
 
 from __future__ import annotations
 
@@ -12,11 +12,23 @@ from dataclasses import dataclass
 
 import grpc
 import pytest
-from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
+from forethought.v1 import common_pb2, demand_pb2, demand_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 MODEL = "SmolLM2-135M-Instruct"
 GENERATE = "/forethought.v1.SchedulerService/Generate"
+APPLICATION = """
+name: answer_and_check
+profiling_runs: 20
+units:
+  answer:
+    backend: {kind: llm, model: SmolLM2-135M-Instruct}
+    next: {check: 1.0}
+    profile: {input_tokens: 16, output_tokens: {uniform: [2, 6]}}
+  check:
+    backend: {kind: tool, tool: python-sandbox}
+    profile: {tool_duration_s: {uniform: [0.1, 0.3]}}
+"""
 
 
 @dataclass(frozen=True)
@@ -64,15 +76,18 @@ def receiver() -> Iterator[tuple[TraceReceiver, str]]:
     server.stop(grace=None)
 
 
-def wait_for(receiver: TraceReceiver, wanted: set[str], timeout_s: float = 30.0) -> list[ReceivedSpan]:
-    """The spans once every service in ``wanted`` has sent one (the exporters batch)."""
+def trace_of_generate(receiver: TraceReceiver, services: set[str], timeout_s: float = 30.0) -> tuple[ReceivedSpan, list[ReceivedSpan]]:
+    """The scheduler's Generate span and the spans of its trace, once every one of ``services`` has sent
+    its part (exporters send in batches, each in its own time)."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    while True:
         spans = receiver.spans()
-        if wanted <= {span.service for span in spans}:
-            return spans
+        roots = [span for span in spans if span.name == GENERATE and span.service == "forethought-scheduler"]
+        trace = [span for span in spans if roots and span.trace_id == roots[0].trace_id]
+        if services <= {span.service for span in trace} or time.monotonic() > deadline:
+            assert len(roots) == 1, f"{len(roots)} Generate spans arrived"
+            return roots[0], trace
         time.sleep(0.1)
-    raise AssertionError(f"services that sent no span: {sorted(wanted - {span.service for span in receiver.spans()})}")
 
 
 def ancestors(span: ReceivedSpan, by_id: dict[str, ReceivedSpan]) -> list[ReceivedSpan]:
@@ -84,17 +99,23 @@ def ancestors(span: ReceivedSpan, by_id: dict[str, ReceivedSpan]) -> list[Receiv
     return chain
 
 
-def test_a_generate_request_is_one_connected_trace_across_the_services(receiver, start_service) -> None:
+def test_an_application_step_is_one_connected_trace_across_the_services(receiver, start_service) -> None:
     collector, address = receiver
     # Batches leave every 100 ms instead of 5 s, so the spans arrive while the services still run.
     env = {"FORETHOUGHT_OTEL_EXPORTER": "otlp", "FORETHOUGHT_OTEL_ENDPOINT": address, "OTEL_BSP_SCHEDULE_DELAY": "100"}
     tokenizer = start_service("tokenizer", env=env, timeout_s=120)
     predictor = start_service("predictor", env=env, timeout_s=180)
+    demand = start_service("demand", "--seed", "3", "--walks", "100", env=env)
     start_service("worker", "--engine", "sim", "--sim-speedup", "20", "--worker-id", "w-traced", env=env)
-    scheduler = start_service("scheduler", "--tokenizer-address", tokenizer.address,
-                              "--predictor-address", predictor.address, env=env)
+    scheduler = start_service("scheduler", "--tokenizer-address", tokenizer.address, "--predictor-address",
+                              predictor.address, "--demand-address", demand.address, env=env)
+    with grpc.insecure_channel(demand.address) as channel:
+        demand_pb2_grpc.DemandServiceStub(channel).RegisterApplication(
+            demand_pb2.RegisterApplicationRequest(application_file=APPLICATION), timeout=60)
     with grpc.insecure_channel(scheduler.address) as channel:  # untraced: the scheduler's span is the root
         stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        stub.SubmitApplication(scheduler_pb2.SubmitApplicationRequest(application="answer_and_check", run_id="run-traced"),
+                               timeout=30)
         deadline = time.monotonic() + 30
         while not stub.ListWorkers(scheduler_pb2.ListWorkersRequest(), timeout=5).workers:
             assert time.monotonic() < deadline, "the worker never registered"
@@ -102,15 +123,12 @@ def test_a_generate_request_is_one_connected_trace_across_the_services(receiver,
         replies = list(stub.Generate(scheduler_pb2.GenerateRequest(
             model=MODEL, text="Tell me about tracing.", max_tokens=4, return_text=True,
             sampling=common_pb2.SamplingParams(ignore_eos=True),
-            service_class=common_pb2.SERVICE_CLASS_BEST_EFFORT), timeout=60))
+            service_class=common_pb2.SERVICE_CLASS_BEST_EFFORT, application_id="run-traced", step="answer"), timeout=60))
     assert replies[-1].finish_reason == common_pb2.FINISH_REASON_LENGTH
 
-    services = {f"forethought-{name}" for name in ("scheduler", "tokenizer", "predictor", "worker")}
-    spans = wait_for(collector, services)
-    roots = [span for span in spans if span.name == GENERATE and span.service == "forethought-scheduler"]
-    assert len(roots) == 1 and not roots[0].parent_id
-    root = roots[0]
-    trace = [span for span in spans if span.trace_id == root.trace_id]
+    services = {f"forethought-{name}" for name in ("scheduler", "tokenizer", "predictor", "demand", "worker")}
+    root, trace = trace_of_generate(collector, services)
+    assert not root.parent_id
     assert services == {span.service for span in trace}
     by_id = {span.span_id: span for span in trace}
     for span in trace:
@@ -119,6 +137,8 @@ def test_a_generate_request_is_one_connected_trace_across_the_services(receiver,
     served = {(span.service, span.name) for span in trace if span.service != "forethought-scheduler"}
     assert {("forethought-tokenizer", "/forethought.v1.TokenizerService/Tokenize"),
             ("forethought-predictor", "/forethought.v1.PredictorService/Predict"),
+            ("forethought-demand", "/forethought.v1.DemandService/Estimate"),
             ("forethought-worker", "/forethought.v1.WorkerService/Generate")} <= served
-    # Requests before this one (health checks, registry reads) made traces of their own, never this one.
-    assert all(span.trace_id != root.trace_id for span in spans if span.name == "/forethought.v1.SchedulerService/ListWorkers")
+    # Calls before this one (the run's submission, registry reads) made traces of their own.
+    assert not {"/forethought.v1.SchedulerService/ListWorkers", "/forethought.v1.SchedulerService/SubmitApplication",
+                "/forethought.v1.DemandService/RegisterApplication"} & {span.name for span in trace}
