@@ -108,6 +108,10 @@ class ApplicationRun:
             return 0.0
         return max(0.0, now - current.started_s)
 
+    def last_activity_s(self) -> float:
+        """When the run last changed: its latest event, else its submission."""
+        return self.events[-1].at_s if self.events else self.submitted_s
+
     def deadline_in_s(self, now: float) -> float:
         """Seconds until the deadline (0 = none; a passed deadline counts as a tiny positive slack)."""
         return 0.0 if self.deadline_s <= 0 else max(1e-9, self.deadline_s - now)

@@ -40,7 +40,7 @@ def mesh(start_service):
     port = free_port()
     front = start_service("scheduler", "--registry-poll-s", "0.1", "--heartbeat-ttl-s", "2", "--demand-address",
                           demand.address, "--rank-refresh-s", "0.2", "--metrics-port", str(port), "--policy", "gittins",
-                          "--max-waiting-per-worker", "1")
+                          "--max-waiting-per-worker", "1", "--run-idle-ttl-s", "6")
     with grpc.insecure_channel(front.address) as scheduler_channel, grpc.insecure_channel(demand.address) as demand_channel:
         stub = scheduler_pb2_grpc.SchedulerServiceStub(scheduler_channel)
         adopted(stub, 1)
@@ -110,6 +110,14 @@ def test_waiting_steps_are_reordered_by_their_runs_rank(mesh):
     for run in runs:
         assert stub.ReportStep(scheduler_pb2.ReportStepRequest(run_id=run, step="check", duration_s=0.1), timeout=30).remaining_s >= 0
         assert stub.FinishApplication(scheduler_pb2.FinishApplicationRequest(run_id=run), timeout=30).learnt
+
+
+def test_a_run_left_idle_is_abandoned_as_failed(mesh):
+    stub, _demand, port = mesh
+    run = stub.SubmitApplication(scheduler_pb2.SubmitApplicationRequest(application="draft_and_check"), timeout=30).run_id
+    (last,) = list(stub.WatchApplication(scheduler_pb2.WatchApplicationRequest(run_id=run), timeout=30))
+    assert last.finished and last.state == scheduler_pb2.STEP_STATE_FAILED
+    assert metric(port, "forethought_application_completion_seconds_count", application="draft_and_check", outcome="failed") == 1
 
 
 def status_of(call) -> tuple[grpc.StatusCode, str]:

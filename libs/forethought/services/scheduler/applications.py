@@ -93,10 +93,11 @@ class ApplicationRuns:
     """
 
     def __init__(self, demand: demand_pb2_grpc.DemandServiceStub | None, revise: Callable[[str, float, float], bool],
-                 timeout_s: float, clock: Callable[[], float] = time.time) -> None:
+                 timeout_s: float, idle_ttl_s: float, clock: Callable[[], float] = time.time) -> None:
         self._demand = demand
         self._revise = revise
         self._timeout_s = timeout_s
+        self._idle_ttl_s = idle_ttl_s
         self._clock = clock
         self._runs: dict[str, LiveRun] = {}
 
@@ -138,12 +139,15 @@ class ApplicationRuns:
 
     async def finish(self, request: scheduler_pb2.FinishApplicationRequest) -> scheduler_pb2.FinishApplicationResponse:
         live = self._live(request.run_id)
+        return await self._finish(live, request.failed)
+
+    async def _finish(self, live: LiveRun, failed_as_asked: bool) -> scheduler_pb2.FinishApplicationResponse:
         async with live.lock:
             run = live.run
             run.require_finishable()
-            require(run.current is not None or request.failed, "run_id",
+            require(run.current is not None or failed_as_asked, "run_id",
                     f"run '{run.run_id}' has run no step; set failed to abandon it")
-            failed = request.failed or run.has_failed_step()
+            failed = failed_as_asked or run.has_failed_step()
             learnt = False
             if run.current is not None and not failed:  # the demand graph checks the last step may end a run
                 learnt = (await self._record(run, run.current, run_finished=True)).learnt
@@ -210,6 +214,17 @@ class ApplicationRuns:
             live.notify()
 
     # ----- ranks and prewarming -----------------------------------------------------------------
+
+    async def expire_idle(self) -> list[str]:
+        """Abandons (finishes as failed) the runs that had no step for ``idle_ttl_s`` and nothing in flight."""
+        now = self._clock()
+        idle = [live for live in self._runs.values()
+                if not live.run.finished and now - live.run.last_activity_s() > self._idle_ttl_s
+                and (live.run.current is None or live.run.current.in_flight == 0)]
+        for live in idle:
+            log.info("application run %s of %s abandoned: idle for %.0f s", live.run.run_id, live.run.application, self._idle_ttl_s)
+            await self._finish(live, failed_as_asked=True)
+        return [live.run.run_id for live in idle]
 
     async def refresh_ranks(self) -> int:
         """Re-estimates every run with requests waiting (their attained service grew) and re-orders

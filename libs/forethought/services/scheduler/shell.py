@@ -47,6 +47,7 @@ class Settings(ServiceSettings):
     demand_address: str = option("", "demand service host:port; empty = no application runs (FAILED_PRECONDITION)")
     demand_timeout_s: float = option(5.0, "seconds a demand-service call may take")
     rank_refresh_s: float = option(1.0, "seconds between re-rankings of the waiting steps of application runs (Hermes 3.3)")
+    run_idle_ttl_s: float = option(3600.0, "seconds an application run may go without a step before it is abandoned (failed)")
     lora_root: str = option("", "folder on the workers holding LoRA adapters as <folder>/<adapter>; empty = adapters are not prewarmed")
     router: str = option("e2", f"placement policy: one of {', '.join(ROUTER_NAMES)} (docs/routing.md)")
     policy: str = option("ssjf", f"queue order: one of {', '.join(POLICY_NAMES)} (docs/queueing.md)")
@@ -63,7 +64,7 @@ class Settings(ServiceSettings):
     def validate(self) -> None:
         super().validate()
         positive = ("tokenizer_timeout_s", "predictor_timeout_s", "index_timeout_s", "registry_poll_s", "heartbeat_ttl_s",
-                    "sweep_interval_s", "demand_timeout_s", "rank_refresh_s")
+                    "sweep_interval_s", "demand_timeout_s", "rank_refresh_s", "run_idle_ttl_s")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(name, "must be > 0", getattr(self, name))
@@ -115,7 +116,8 @@ class SchedulerShell:
                                        index_timeout_s=self._settings.index_timeout_s)
         self._forecasts = ForecastClient(self._settings.predictor_address, self._settings.predictor_timeout_s)
         demand = demand_pb2_grpc.DemandServiceStub(self._demand_channel) if self._demand_channel else None
-        self._applications = ApplicationRuns(demand, self.placement.revise_application, self._settings.demand_timeout_s)
+        self._applications = ApplicationRuns(demand, self.placement.revise_application, self._settings.demand_timeout_s,
+                                             self._settings.run_idle_ttl_s)
         servicer = SchedulerServicer(
             self._pool, self._registry, self.placement, self._forecasts,
             PromptTokens(tokenizer, self._settings.tokenizer_timeout_s), self._applications,
@@ -162,6 +164,7 @@ class SchedulerShell:
     async def _refresh_ranks(self) -> None:
         assert self._applications is not None
         await self._applications.refresh_ranks()
+        await self._applications.expire_idle()
 
     async def _follow_prewarms(self) -> None:
         """Sends prewarm decisions until the stream ends; the caller reconnects a second later."""
