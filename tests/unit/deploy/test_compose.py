@@ -92,7 +92,7 @@ def test_services_wait_for_the_health_of_what_they_call(parse_service_command: P
     scheduler = settings_of("scheduler", parse_service_command)
     http = settings_of("http", parse_service_command)
     for address, waits in ((scheduler.tokenizer_address, "scheduler"), (scheduler.predictor_address, "scheduler"),  # type: ignore[attr-defined]
-                           (http.scheduler_address, "http")):  # type: ignore[attr-defined]
+                           (scheduler.demand_address, "scheduler"), (http.scheduler_address, "http")):  # type: ignore[attr-defined]
         host, port = address.split(":")
         assert SERVICES[waits]["depends_on"][host] == {"condition": "service_healthy"}
         assert settings_of(host, parse_service_command).port == int(port), address

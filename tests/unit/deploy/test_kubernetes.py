@@ -115,7 +115,8 @@ def test_each_kubernetes_service_selects_pods_serving_its_target_ports(name: str
 def test_addresses_in_commands_name_services_and_their_ports(parse_service_command: ParseCommand) -> None:
     scheduler = settings_of("scheduler", parse_service_command)
     http = settings_of("http", parse_service_command)
-    for address in (scheduler.tokenizer_address, scheduler.predictor_address, http.scheduler_address):  # type: ignore[attr-defined]
+    for address in (scheduler.tokenizer_address, scheduler.predictor_address, scheduler.demand_address,  # type: ignore[attr-defined]
+                    http.scheduler_address):  # type: ignore[attr-defined]
         host, port = address.split(":")
         assert int(port) in {entry["port"] for entry in SERVICES[host]["spec"]["ports"]}, address
 
