@@ -136,8 +136,8 @@ class PrewarmAgent:
                 await self.lifecycle.unload(str(entry.key))
         return expired
 
-    def metrics(self) -> PrewarmMetrics:
-        return self.ledger.metrics()
+    def metrics(self, kind: PrewarmKind | None = None) -> PrewarmMetrics:
+        return self.ledger.metrics(kind)
 
     async def close(self) -> None:
         """Releases every tool backend (models belong to the lifecycle)."""
@@ -151,13 +151,14 @@ class PrewarmAgent:
         try:
             await warm_up()
         except _Unsupported as unsupported:
-            self.ledger.declined(unsupported=True)
+            self.ledger.declined(kind, unsupported=True)
             return PrewarmResult(kind, key, PrewarmStatus.UNSUPPORTED, 0.0, str(unsupported))
         except Exception as error:
-            self.ledger.declined(unsupported=False)
+            self.ledger.declined(kind, unsupported=False)
             return PrewarmResult(kind, key, PrewarmStatus.FAILED, self._clock() - started, repr(error))
-        self.ledger.warmed(kind, key)
-        return PrewarmResult(kind, key, PrewarmStatus.READY, self._clock() - started)
+        warmup_s = self._clock() - started
+        self.ledger.warmed(kind, key, warmup_s)
+        return PrewarmResult(kind, key, PrewarmStatus.READY, warmup_s)
 
     def _engine(self, model: str) -> EngineBackend:
         engine = self.lifecycle.engine(model)

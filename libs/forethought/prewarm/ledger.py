@@ -1,8 +1,9 @@
 """Prewarmed-backend ledger: TTL expiry, hits and waste (Hermes section 3.4, Fig. 8).
 
-Prewarming is a bet that a backend will be used soon. A prewarmed entry used before its TTL is a hit;
-one left idle until the TTL passes expires and counts as waste (count and idle seconds), the two
-quantities Hermes trades off with its knob K. Pure: the clock is injected and nothing is released here;
+Prewarming is a bet that a backend will be used soon. A prewarmed entry used before its TTL is a hit,
+and its warm-up time is the benefit (time taken off the critical path); one left idle until the TTL
+passes expires and counts as waste (count and idle seconds): the quantities Hermes trades off with its
+knob K, tallied per kind. Pure: the clock is injected and nothing is released here;
 the agent releases what ``expire()`` returns.
 """
 
@@ -24,17 +25,22 @@ class PrewarmKind(enum.Enum):
 
 @dataclass(frozen=True)
 class PrewarmMetrics:
-    """Counters since start: ``wasted_idle_s`` sums the idle time of every expired entry."""
+    """Counters since start: ``benefit_s`` sums the warm-up time of every entry used before its TTL,
+    ``wasted_idle_s`` the idle time of every expired entry."""
 
     warmed: int = 0
     hits: int = 0
+    benefit_s: float = 0.0
     wasted: int = 0
     wasted_idle_s: float = 0.0
     unsupported: int = 0
     failed: int = 0
 
+    def __add__(self, other: PrewarmMetrics) -> PrewarmMetrics:
+        return PrewarmMetrics(**{name: getattr(self, name) + getattr(other, name) for name in _METRIC_NAMES})
 
-_METRIC_NAMES = tuple(PrewarmMetrics.__dataclass_fields__)
+
+_METRIC_NAMES: tuple[str, ...] = tuple(PrewarmMetrics.__dataclass_fields__)
 
 
 @dataclass(frozen=True)
@@ -53,16 +59,18 @@ class PrewarmLedger:
         self.ttl_s = ttl_s
         self._clock = clock
         self._ready_since: dict[tuple[PrewarmKind, Hashable], float] = {}
-        self._metrics = PrewarmMetrics()
+        self._warmup_s: dict[tuple[PrewarmKind, Hashable], float] = {}
+        self._by_kind = {kind: PrewarmMetrics() for kind in PrewarmKind}
 
-    def warmed(self, kind: PrewarmKind, key: Hashable) -> None:
-        """A prewarm finished; warming an entry again restarts its TTL."""
+    def warmed(self, kind: PrewarmKind, key: Hashable, warmup_s: float = 0.0) -> None:
+        """A prewarm finished after ``warmup_s``; warming an entry again restarts its TTL."""
         self._ready_since[(kind, key)] = self._clock()
-        self._bump(warmed=1)
+        self._warmup_s[(kind, key)] = warmup_s
+        self._bump(kind, warmed=1)
 
-    def declined(self, unsupported: bool) -> None:
+    def declined(self, kind: PrewarmKind, unsupported: bool) -> None:
         """A prewarm that could not be done: unsupported here, or failed while trying."""
-        self._bump(unsupported=int(unsupported), failed=int(not unsupported))
+        self._bump(kind, unsupported=int(unsupported), failed=int(not unsupported))
 
     def is_waiting(self, kind: PrewarmKind, key: Hashable) -> bool:
         """True while a prewarmed entry waits unused and unexpired."""
@@ -74,7 +82,7 @@ class PrewarmLedger:
         if not self.is_waiting(kind, key):
             return False
         del self._ready_since[(kind, key)]
-        self._bump(hits=1)
+        self._bump(kind, hits=1, benefit_s=self._warmup_s.pop((kind, key), 0.0))
         return True
 
     def waiting_keys(self, kind: PrewarmKind) -> list[Hashable]:
@@ -90,15 +98,15 @@ class PrewarmLedger:
         ]
         for entry in expired:
             del self._ready_since[(entry.kind, entry.key)]
-        if expired:
-            self._bump(wasted=len(expired), wasted_idle_s=sum(e.idle_s for e in expired))
+            self._warmup_s.pop((entry.kind, entry.key), None)
+            self._bump(entry.kind, wasted=1, wasted_idle_s=entry.idle_s)
         return expired
 
-    def metrics(self) -> PrewarmMetrics:
-        return self._metrics
+    def metrics(self, kind: PrewarmKind | None = None) -> PrewarmMetrics:
+        """The tally of one kind, or of every kind together."""
+        if kind is not None:
+            return self._by_kind[kind]
+        return sum(self._by_kind.values(), PrewarmMetrics())
 
-    def _bump(self, **increments: float) -> None:
-        current = self._metrics
-        self._metrics = PrewarmMetrics(
-            **{name: getattr(current, name) + increments.get(name, 0) for name in _METRIC_NAMES}
-        )
+    def _bump(self, kind: PrewarmKind, **increments: float) -> None:
+        self._by_kind[kind] = self._by_kind[kind] + PrewarmMetrics(**increments)  # type: ignore[arg-type]

@@ -53,10 +53,14 @@ def test_prewarm_tallies_and_the_engine_hit_ratio_are_scraped(worker, metrics_ur
             sampling=common_pb2.SamplingParams(ignore_eos=True)), timeout=30))
         stats = next(stub.Stats(worker_pb2.StatsRequest(interval_s=0.1), timeout=5))
     samples = scrape(metrics_url)
-    outcomes = {outcome: sample(samples, "forethought_worker_prewarms_total", worker="w-metrics", outcome=outcome)
-                for outcome in ("warmed", "hit", "wasted", "unsupported", "failed")}
-    assert outcomes == {"warmed": 1, "hit": 1, "wasted": 0, "unsupported": 1, "failed": 0}
-    assert sample(samples, "forethought_worker_prewarm_wasted_seconds_total", worker="w-metrics") == 0
+    outcomes = {(kind, outcome): sample(samples, "forethought_worker_prewarms_total", worker="w-metrics", kind=kind, outcome=outcome)
+                for kind in ("kv_prefix", "tool") for outcome in ("warmed", "hit", "wasted", "unsupported", "failed")}
+    assert {key: count for key, count in outcomes.items() if count} == {
+        ("kv_prefix", "warmed"): 1, ("kv_prefix", "hit"): 1, ("tool", "unsupported"): 1}
+    assert sample(samples, "forethought_worker_prewarm_wasted_seconds_total", worker="w-metrics", kind="kv_prefix") == 0
+    # The hit took the prefix's measured warm-up off the request's path.
+    assert 0 < sample(samples, "forethought_worker_prewarm_benefit_seconds_total", worker="w-metrics", kind="kv_prefix") \
+        == pytest.approx(warmed.warmup_s, rel=1e-3)
     hit_ratio = sample(samples, "forethought_worker_prefix_hit_ratio", worker="w-metrics", model=MODEL)
     assert hit_ratio == pytest.approx(stats.load.prefix_hit_ratio) and hit_ratio > 0
     for phase in ("prefill", "decode"):

@@ -30,6 +30,20 @@ def test_use_before_expiry_is_a_hit_and_consumes_the_entry(clock) -> None:
     assert ledger.metrics() == PrewarmMetrics(warmed=1, hits=1)
 
 
+def test_a_hit_counts_its_warm_up_as_benefit_per_kind(clock) -> None:
+    ledger = PrewarmLedger(ttl_s=30.0, clock=clock)
+    ledger.warmed(PrewarmKind.LORA, "a", warmup_s=0.05)
+    ledger.warmed(PrewarmKind.TOOL, "python-sandbox", warmup_s=0.5)
+    ledger.warmed(PrewarmKind.TOOL, "container", warmup_s=3.0)
+    clock.advance(1.0)
+    assert ledger.use(PrewarmKind.LORA, "a") and ledger.use(PrewarmKind.TOOL, "python-sandbox")
+    clock.advance(30.0)
+    ledger.expire()
+    assert ledger.metrics(PrewarmKind.LORA) == PrewarmMetrics(warmed=1, hits=1, benefit_s=0.05)
+    assert ledger.metrics(PrewarmKind.TOOL) == PrewarmMetrics(warmed=2, hits=1, benefit_s=0.5, wasted=1, wasted_idle_s=31.0)
+    assert ledger.metrics() == PrewarmMetrics(warmed=3, hits=2, benefit_s=0.55, wasted=1, wasted_idle_s=31.0)
+
+
 def test_rewarming_restarts_the_ttl(clock) -> None:
     ledger = PrewarmLedger(ttl_s=30.0, clock=clock)
     ledger.warmed(PrewarmKind.LORA, "a")
@@ -47,8 +61,9 @@ def test_rewarming_restarts_the_ttl(clock) -> None:
 )
 def test_declined_prewarms_are_counted_by_cause(clock, unsupported: bool, expected: PrewarmMetrics) -> None:
     ledger = PrewarmLedger(ttl_s=1.0, clock=clock)
-    ledger.declined(unsupported=unsupported)
-    assert ledger.metrics() == expected
+    ledger.declined(PrewarmKind.TOOL, unsupported=unsupported)
+    assert ledger.metrics() == expected == ledger.metrics(PrewarmKind.TOOL)
+    assert ledger.metrics(PrewarmKind.MODEL) == PrewarmMetrics()
 
 
 def test_ttl_must_be_positive(clock) -> None:

@@ -14,16 +14,16 @@ from prometheus_client.core import REGISTRY, CounterMetricFamily, GaugeMetricFam
 from prometheus_client.registry import Collector
 
 from forethought.domain import EngineStats
-from forethought.prewarm import PrewarmMetrics
+from forethought.prewarm import PrewarmKind, PrewarmMetrics
 
 
 @dataclass(frozen=True)
 class WorkerReading:
-    """One worker's numbers at one moment: its engines' stats by model and its prewarm tallies."""
+    """One worker's numbers at one moment: its engines' stats by model and its prewarm tallies by kind."""
 
     worker_id: str
     engines: Mapping[str, EngineStats]
-    prewarm: PrewarmMetrics
+    prewarm: Mapping[PrewarmKind, PrewarmMetrics]
 
 
 WorkerSource = Callable[[], WorkerReading]
@@ -43,10 +43,13 @@ def worker_metrics(readings: list[WorkerReading]) -> list[Metric]:
     tokens_per_s = GaugeMetricFamily("forethought_worker_tokens_per_second", "the engine's recent token rate, by phase",
                                      labels=["worker", "model", "phase"])
     prewarms = CounterMetricFamily("forethought_worker_prewarms_total",
-                                   "prewarm outcomes since start: warmed, hit (used before its TTL), wasted "
-                                   "(expired unused), unsupported, failed", labels=["worker", "outcome"])
+                                   "prewarm outcomes since start, by kind: warmed, hit (used before its TTL), wasted "
+                                   "(expired unused), unsupported, failed", labels=["worker", "kind", "outcome"])
+    benefit_s = CounterMetricFamily("forethought_worker_prewarm_benefit_seconds_total",
+                                    "warm-up seconds of prewarmed backends used before their TTL: time taken off the "
+                                    "critical path (Hermes 3.4)", labels=["worker", "kind"])
     wasted_s = CounterMetricFamily("forethought_worker_prewarm_wasted_seconds_total",
-                                   "idle seconds of prewarmed backends that expired unused", labels=["worker"])
+                                   "idle seconds of prewarmed backends that expired unused", labels=["worker", "kind"])
     for reading in readings:
         worker = reading.worker_id
         for model, stats in reading.engines.items():
@@ -57,12 +60,13 @@ def worker_metrics(readings: list[WorkerReading]) -> list[Metric]:
             hit_ratio.add_metric([worker, model], stats.prefix_hit_ratio)
             tokens_per_s.add_metric([worker, model, "prefill"], stats.prefill_tokens_per_s)
             tokens_per_s.add_metric([worker, model, "decode"], stats.decode_tokens_per_s)
-        tally = reading.prewarm
-        for outcome, count in (("warmed", tally.warmed), ("hit", tally.hits), ("wasted", tally.wasted),
-                               ("unsupported", tally.unsupported), ("failed", tally.failed)):
-            prewarms.add_metric([worker, outcome], count)
-        wasted_s.add_metric([worker], tally.wasted_idle_s)
-    return [running, waiting, kv_use, hit_ratio, tokens_per_s, prewarms, wasted_s]
+        for kind, tally in reading.prewarm.items():
+            for outcome, count in (("warmed", tally.warmed), ("hit", tally.hits), ("wasted", tally.wasted),
+                                   ("unsupported", tally.unsupported), ("failed", tally.failed)):
+                prewarms.add_metric([worker, kind.value, outcome], count)
+            benefit_s.add_metric([worker, kind.value], tally.benefit_s)
+            wasted_s.add_metric([worker, kind.value], tally.wasted_idle_s)
+    return [running, waiting, kv_use, hit_ratio, tokens_per_s, prewarms, benefit_s, wasted_s]
 
 
 class WorkerStatsCollector(Collector):

@@ -9,7 +9,7 @@ import grpc
 
 from forethought.backends.protocol import EngineBackend
 from forethought.domain import GenerationRequest, require, validate_generation
-from forethought.prewarm import PrewarmAgent, PrewarmResult, PrewarmStatus
+from forethought.prewarm import PrewarmAgent, PrewarmKind, PrewarmResult, PrewarmStatus
 from forethought.rpc import convert
 from forethought.rpc.errors import AlreadyExists, FailedPrecondition, NotFound
 from forethought.v1 import worker_pb2, worker_pb2_grpc
@@ -63,6 +63,8 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             raise AlreadyExists(f"request_id: {engine_request.request_id!r} is already running on this worker")
         self._live[engine_request.request_id] = engine
         self._agent.use_prefix(model, engine_request.prompt_token_ids)
+        if engine_request.lora_name:
+            self._agent.use(PrewarmKind.LORA, engine_request.lora_name)
         try:
             async for chunk in engine.generate(engine_request):
                 reply = worker_pb2.WorkerServiceGenerateResponse(

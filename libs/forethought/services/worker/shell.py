@@ -29,6 +29,7 @@ from forethought.prewarm import (
     DockerContainerLauncher,
     ModelLifecycle,
     PrewarmAgent,
+    PrewarmKind,
     ProcessPoolSandbox,
 )
 from forethought.rpc.server import ServiceSpec, cancel_tasks
@@ -187,7 +188,7 @@ class WorkerShell:
     def _reading(self) -> WorkerReading:
         lifecycle = self._agent.lifecycle
         engines = {model: engine.stats() for model in lifecycle.loaded() if (engine := lifecycle.engine(model)) is not None}
-        return WorkerReading(self._worker_id, engines, self._agent.metrics())
+        return WorkerReading(self._worker_id, engines, {kind: self._agent.metrics(kind) for kind in PrewarmKind})
 
     async def _heartbeat(self) -> None:
         await self._registry.heartbeat(self._record())
