@@ -1,18 +1,26 @@
-"""One request, one trace: the scheduler, tokenizer, predictor, demand service and worker run as real
-processes exporting spans over OTLP/gRPC to a receiver in this test, and every span of a request (a step
-of an application run) hangs, parent by parent, under the scheduler's Generate span."""
+"""One request, one trace: the HTTP front, scheduler, tokenizer, predictor, demand service and worker run as
+real processes exporting spans over OTLP/gRPC to a receiver in this test, and every span of a request (a
+step of an application run, sent to the HTTP front) hangs, parent by parent, under the scheduler's Generate
+span, itself under the front's."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 import pytest
-from forethought.v1 import common_pb2, demand_pb2, demand_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
+from forethought.cluster.redis_server import free_port
+from forethought.v1 import demand_pb2, demand_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 MODEL = "SmolLM2-135M-Instruct"
@@ -82,12 +90,40 @@ def trace_of_generate(receiver: TraceReceiver, services: set[str], timeout_s: fl
     deadline = time.monotonic() + timeout_s
     while True:
         spans = receiver.spans()
-        roots = [span for span in spans if span.name == GENERATE and span.service == "forethought-scheduler"]
-        trace = [span for span in spans if roots and span.trace_id == roots[0].trace_id]
+        generates = [span for span in spans if span.name == GENERATE and span.service == "forethought-scheduler"]
+        trace = [span for span in spans if generates and span.trace_id == generates[0].trace_id]
         if services <= {span.service for span in trace} or time.monotonic() > deadline:
-            assert len(roots) == 1, f"{len(roots)} Generate spans arrived"
-            return roots[0], trace
+            assert len(generates) == 1, f"{len(generates)} Generate spans arrived"
+            return generates[0], trace
         time.sleep(0.1)
+
+
+@pytest.fixture
+def start_http(tmp_path: Path) -> Iterator[Callable[[str, dict[str, str]], str]]:
+    """Starts ``forethought serve http`` over a scheduler; returns its base URL once /health answers."""
+    processes: list[subprocess.Popen[bytes]] = []
+
+    def start(scheduler_address: str, env: dict[str, str]) -> str:
+        port = free_port()
+        log_path = tmp_path / "http.log"
+        with log_path.open("wb") as log:
+            processes.append(subprocess.Popen(
+                [sys.executable, "-m", "forethought.cli", "serve", "http", "--port", str(port),
+                 "--scheduler-address", scheduler_address], stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env}))
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/health", timeout=1)
+                return url
+            except OSError:
+                assert processes[-1].poll() is None and time.monotonic() < deadline, log_path.read_text()
+                time.sleep(0.1)
+
+    yield start
+    for process in processes:
+        process.terminate()
+        process.wait(30)
 
 
 def ancestors(span: ReceivedSpan, by_id: dict[str, ReceivedSpan]) -> list[ReceivedSpan]:
@@ -99,7 +135,7 @@ def ancestors(span: ReceivedSpan, by_id: dict[str, ReceivedSpan]) -> list[Receiv
     return chain
 
 
-def test_an_application_step_is_one_connected_trace_across_the_services(receiver, start_service) -> None:
+def test_an_application_step_through_the_http_front_is_one_connected_trace(receiver, start_service, start_http) -> None:
     collector, address = receiver
     # Batches leave every 100 ms instead of 5 s, so the spans arrive while the services still run.
     env = {"FORETHOUGHT_OTEL_EXPORTER": "otlp", "FORETHOUGHT_OTEL_ENDPOINT": address, "OTEL_BSP_SCHEDULE_DELAY": "100"}
@@ -109,10 +145,11 @@ def test_an_application_step_is_one_connected_trace_across_the_services(receiver
     start_service("worker", "--engine", "sim", "--sim-speedup", "20", "--worker-id", "w-traced", env=env)
     scheduler = start_service("scheduler", "--tokenizer-address", tokenizer.address, "--predictor-address",
                               predictor.address, "--demand-address", demand.address, env=env)
+    front = start_http(scheduler.address, env)
     with grpc.insecure_channel(demand.address) as channel:
         demand_pb2_grpc.DemandServiceStub(channel).RegisterApplication(
             demand_pb2.RegisterApplicationRequest(application_file=APPLICATION), timeout=60)
-    with grpc.insecure_channel(scheduler.address) as channel:  # untraced: the scheduler's span is the root
+    with grpc.insecure_channel(scheduler.address) as channel:
         stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
         stub.SubmitApplication(scheduler_pb2.SubmitApplicationRequest(application="answer_and_check", run_id="run-traced"),
                                timeout=30)
@@ -120,21 +157,24 @@ def test_an_application_step_is_one_connected_trace_across_the_services(receiver
         while not stub.ListWorkers(scheduler_pb2.ListWorkersRequest(), timeout=5).workers:
             assert time.monotonic() < deadline, "the worker never registered"
             time.sleep(0.1)
-        replies = list(stub.Generate(scheduler_pb2.GenerateRequest(
-            model=MODEL, text="Tell me about tracing.", max_tokens=4, return_text=True,
-            sampling=common_pb2.SamplingParams(ignore_eos=True),
-            service_class=common_pb2.SERVICE_CLASS_BEST_EFFORT, application_id="run-traced", step="answer"), timeout=60))
-    assert replies[-1].finish_reason == common_pb2.FINISH_REASON_LENGTH
+    body = {"model": MODEL, "prompt": "Tell me about tracing.", "max_tokens": 4,
+            "application_id": "run-traced", "step": "answer"}
+    request = urllib.request.Request(f"{front}/v1/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    answer = json.loads(urllib.request.urlopen(request, timeout=60).read())  # no traceparent: the front starts the trace
+    assert answer["usage"]["completion_tokens"] >= 1
 
-    services = {f"forethought-{name}" for name in ("scheduler", "tokenizer", "predictor", "demand", "worker")}
-    root, trace = trace_of_generate(collector, services)
-    assert not root.parent_id
+    services = {f"forethought-{name}" for name in ("http", "scheduler", "tokenizer", "predictor", "demand", "worker")}
+    generate, trace = trace_of_generate(collector, services)
     assert services == {span.service for span in trace}
     by_id = {span.span_id: span for span in trace}
+    root = by_id[generate.parent_id]
+    assert (root.service, root.name, root.parent_id) == ("forethought-http", "POST /v1/completions", "")
     for span in trace:
-        if span is not root:
-            assert ancestors(span, by_id)[-1] == root, f"{span.service} {span.name} is not under the Generate span"
-    served = {(span.service, span.name) for span in trace if span.service != "forethought-scheduler"}
+        if span not in (root, generate):
+            chain = ancestors(span, by_id)
+            assert chain[-2:] == [generate, root], f"{span.service} {span.name} is not under the scheduler's Generate span"
+    served = {(span.service, span.name) for span in trace if span.service not in ("forethought-scheduler", "forethought-http")}
     assert {("forethought-tokenizer", "/forethought.v1.TokenizerService/Tokenize"),
             ("forethought-predictor", "/forethought.v1.PredictorService/Predict"),
             ("forethought-demand", "/forethought.v1.DemandService/Estimate"),
