@@ -30,8 +30,10 @@ def lazy_main(module: str) -> BenchmarkMain:
 BENCHMARKS: dict[str, BenchmarkMain] = {
     "bros": lazy_main("benchmarks.bros"),
     "e2": lazy_main("benchmarks.e2"),
+    "hermes": lazy_main("benchmarks.hermes"),
     "http": lazy_main("benchmarks.http_front"),
     "placement": lazy_main("benchmarks.placement"),
+    "rank-refresh": lazy_main("benchmarks.rank_refresh"),
     "ssjf": lazy_main("benchmarks.ssjf"),
     "sim": lazy_main("benchmarks.sim_speed"),
     "worker-overhead": lazy_main("benchmarks.worker_overhead"),

@@ -277,3 +277,19 @@ async def test_an_open_prewarm_stream_ends_when_the_service_stops(start_service)
         assert await watch.code() == grpc.StatusCode.OK
     assert await asyncio.to_thread(service.process.wait, 10) == 0
     assert time.monotonic() - stopping < 5  # not the 20 s grace
+
+
+def test_a_run_whose_step_has_not_changed_is_re_ranked_from_its_estimate(start_service, code_generation):
+    """Re-ranking at a larger attained service reuses the walks of the same position (Hermes 3.3); once the
+    graph learns a run, the position is walked afresh."""
+    service = start_service("demand", *SERVICE_ARGS)
+    with grpc.insecure_channel(service.address) as channel:
+        stub = demand_pb2_grpc.DemandServiceStub(channel)
+        register(stub, code_generation)
+        first, again = (estimate_at_execute(stub, "code_generation") for _ in range(2))
+        assert list(again.remaining_quantiles_s) == list(first.remaining_quantiles_s)
+        later = stub.Estimate(demand_pb2.EstimateRequest(application="code_generation", done_steps=["write_code"],
+                                                         current_step="execute_code", attained_s=1.0), timeout=30)
+        assert later.gittins_rank != first.gittins_rank  # the same walks, seen from one second of attained service
+        record_run(stub, "code_generation", "learnt", tool_s=3.0)
+        assert list(estimate_at_execute(stub, "code_generation").remaining_quantiles_s) != list(first.remaining_quantiles_s)

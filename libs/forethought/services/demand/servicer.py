@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 
 import grpc
@@ -31,6 +32,9 @@ from forethought.v1 import demand_pb2, demand_pb2_grpc
 
 QUANTILES = (10, 20, 30, 40, 50, 60, 70, 80, 90)
 MAX_RUN_ID = 256
+ESTIMATES_KEPT = 4096
+"""Monte Carlo estimates kept by run position: re-ranking a run whose step has not changed (only its
+attained service grew) reuses its estimate, as Hermes re-ranks every bucket period (section 3.3)."""
 
 
 def quantiles(samples: Sequence[float]) -> list[float]:
@@ -87,6 +91,7 @@ class DemandServicer(demand_pb2_grpc.DemandServiceServicer):
         self._knob = knob
         self._warmup_s = warmup_s
         self._is_warm = is_warm
+        self._estimates: OrderedDict[tuple[str, int, int, RunPosition], DemandEstimate] = OrderedDict()
 
     async def RegisterApplication(
         self, request: demand_pb2.RegisterApplicationRequest, context: grpc.aio.ServicerContext
@@ -128,8 +133,15 @@ class DemandServicer(demand_pb2_grpc.DemandServiceServicer):
         async with self._applications.locked(request.application) as application:
             graph = application.graph
             position = await self._position(graph, request, input_tokens)
-            rng = random.Random(self._rng.getrandbits(64))
-            estimate = await asyncio.to_thread(application.estimator.estimate, position, rng)
+            # The graph's version moves whenever it learns: an estimate from before is never reused after.
+            key = (graph.name, id(application), graph.version, position)
+            estimate = self._estimates.get(key)
+            if estimate is None:
+                rng = random.Random(self._rng.getrandbits(64))
+                estimate = await asyncio.to_thread(application.estimator.estimate, position, rng)
+                self._estimates[key] = estimate
+                if len(self._estimates) > ESTIMATES_KEPT:
+                    self._estimates.popitem(last=False)
         if request.run_id:
             self._board.report(graph.name, request.run_id, position, attained_s)
         return estimate_to_proto(estimate, position, attained_s, deadline_s, application.estimator.walks)
