@@ -18,7 +18,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("engine", "prefix", "queueing", "routing", "workloads", "tokenize", "telemetry", "cluster", "documents"),
     ("costmodel", "scheduling", "models", "predict", "rpc"),
     ("backends", "sim", "demand"),
-    ("prewarm", "planner"),
+    ("prewarm", "planner", "appsim"),
     ("services",),
     ("launcher", "application_runner"),
     ("cli",),
