@@ -21,8 +21,9 @@ from forethought.predict.length_forecast import (
     validate_prompt,
 )
 
-PredictBatch = Callable[[list[str], list[ConversationHistory]], list[LengthForecast]]
-Waiting = tuple[str, ConversationHistory, "asyncio.Future[LengthForecast]"]
+# prompts, their histories and their served models ("" for the default) -> one forecast each
+PredictBatch = Callable[[list[str], list[ConversationHistory], list[str]], list[LengthForecast]]
+Waiting = tuple[str, ConversationHistory, str, "asyncio.Future[LengthForecast]"]
 
 
 class BatchingPredictor:
@@ -45,20 +46,21 @@ class BatchingPredictor:
         self._one_forward_at_a_time = asyncio.Lock()
 
     async def predict(
-        self, prompt: str, history: ConversationHistory = NO_HISTORY, field_name: str = "prompt"
+        self, prompt: str, history: ConversationHistory = NO_HISTORY, field_name: str = "prompt", model: str = ""
     ) -> LengthForecast:
-        """Forecast one prompt, batched with concurrent calls.
+        """Forecast one prompt for its served ``model``, batched with concurrent calls (of any model).
 
         Raises:
             InvalidField: a bad prompt or history, at once, before joining a batch.
         """
         validate_prompt(prompt, field_name, self._max_prompt_chars)
-        return await self._join(prompt, validate_history(history))
+        return await self._join(prompt, validate_history(history), model)
 
     async def predict_many(
-        self, prompts: Sequence[str], histories: Sequence[ConversationHistory] | None = None
+        self, prompts: Sequence[str], histories: Sequence[ConversationHistory] | None = None, model: str = ""
     ) -> list[LengthForecast]:
-        """Forecast several prompts, each batched like ``predict``; ``histories``: none, or one per prompt.
+        """Forecast several prompts for one served ``model``, each batched like ``predict``; ``histories``:
+        none, or one per prompt.
 
         Raises:
             InvalidField: any bad prompt or history, before any of them joins a batch.
@@ -66,13 +68,13 @@ class BatchingPredictor:
         for index, prompt in enumerate(prompts):
             validate_prompt(prompt, f"prompts[{index}]", self._max_prompt_chars)
         paired = validated_histories(histories, len(prompts))
-        return list(await asyncio.gather(*(self._join(prompt, history) for prompt, history in zip(prompts, paired))))
+        return list(await asyncio.gather(*(self._join(prompt, history, model) for prompt, history in zip(prompts, paired))))
 
-    async def _join(self, prompt: str, history: ConversationHistory) -> LengthForecast:
+    async def _join(self, prompt: str, history: ConversationHistory, model: str) -> LengthForecast:
         """Adds a validated prompt to the next batch and waits for its forecast."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[LengthForecast] = loop.create_future()
-        self._waiting.append((prompt, history, future))
+        self._waiting.append((prompt, history, model, future))
         if len(self._waiting) >= self._max_batch:
             self._dispatch()
         elif self._timer is None:
@@ -95,14 +97,15 @@ class BatchingPredictor:
         async with self._one_forward_at_a_time:
             try:
                 forecasts = await asyncio.to_thread(
-                    self._predict_batch, [prompt for prompt, _, _ in batch], [history for _, history, _ in batch]
+                    self._predict_batch, [prompt for prompt, _, _, _ in batch], [history for _, history, _, _ in batch],
+                    [model for _, _, model, _ in batch],
                 )
             except Exception as error:  # every caller of the batch gets the batch's error
-                for _, _, future in batch:
+                for _, _, _, future in batch:
                     if not future.done():
                         future.set_exception(error)
                 return
-        for (_, _, future), forecast in zip(batch, forecasts):
+        for (_, _, _, future), forecast in zip(batch, forecasts):
             if not future.done():
                 future.set_result(forecast)
 

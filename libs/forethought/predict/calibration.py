@@ -3,7 +3,8 @@
 An unseen model starts from the model-agnostic forecast; each of its completed requests adds the residual
 ``log1p(true length) - model-agnostic log estimate``. The forecast then moves by the residuals' median,
 shrunk toward no move while there are few (``n / (n + prior)``), and once there are ``min_spread`` of
-them their spread replaces the training spread (so p90 covers the model's own lengths). Residuals are
+them their spread around their median replaces the training spread (so p90 covers the model's own
+lengths). Residuals are
 kept per model, newest ``capacity``; the predictor rebuilds them from its observation store on start.
 """
 
@@ -20,7 +21,7 @@ from forethought.predict.buckets import ResidualSpread
 class OnlineCalibration:
     """Per-model residuals of the model-agnostic forecast; ``adjust`` gives a model's shift and spread."""
 
-    def __init__(self, capacity: int = 2000, prior: float = 20.0, min_spread: int = 20) -> None:
+    def __init__(self, capacity: int = 2000, prior: float = 10.0, min_spread: int = 20) -> None:
         self.capacity = capacity
         self.prior = prior
         self.min_spread = min_spread
@@ -43,7 +44,8 @@ class OnlineCalibration:
             residuals = np.asarray(self._residuals.get(model, ()), float)
         if not len(residuals):
             return 0.0, spread
-        shift = float(len(residuals) / (len(residuals) + self.prior) * np.median(residuals))
+        median = float(np.median(residuals))
+        shift = len(residuals) / (len(residuals) + self.prior) * median
         if len(residuals) < self.min_spread:
             return shift, spread
-        return shift, ResidualSpread(tuple(float(value) for value in np.sort(residuals - shift)))
+        return shift, ResidualSpread(tuple(float(value) for value in np.sort(residuals - median)))

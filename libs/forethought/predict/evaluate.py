@@ -193,17 +193,17 @@ OVERALL = "mean over models"
 
 def pair_forecasts(
     forecaster: Forecaster, pairs: Sequence[LengthPair], embedding_cache: Path | None = EMBEDDINGS_DIR,
-    progress: bool = False,
+    progress: bool = False, as_model: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Point forecast and p90 (tokens) of each pair for its model; each distinct prompt is embedded once
-    (and cached on disk under ``embedding_cache``)."""
+    """Point forecast and p90 (tokens) of each pair for its model (for ``as_model`` when given); each
+    distinct prompt is embedded once (and cached on disk under ``embedding_cache``)."""
     cache = EmbeddingCache.for_backbone(embedding_cache, forecaster.model.backbone, forecaster.config.max_tokens,
                                         forecaster.config.pooling.value)
     prompts = list(dict.fromkeys(pair.prompt for pair in pairs))
     states = cache.embed(prompts, forecaster.embed, progress, "embedding prompts")
     row_of = {prompt: row for row, prompt in enumerate(prompts)}
     texts = [pair.prompt for pair in pairs]
-    models = [pair.model for pair in pairs]
+    models = [pair.model if as_model is None else as_model for pair in pairs]
     inputs = forecaster.inputs(states[[row_of[text] for text in texts]], texts, [NO_HISTORY] * len(pairs), models)
     forecasts = forecaster.forecast_inputs(inputs, models)
     return (np.asarray([forecast.mean for forecast in forecasts]),

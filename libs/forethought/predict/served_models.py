@@ -16,6 +16,9 @@ import numpy as np
 SERVED_MODEL = "SmolLM2-135M-Instruct"
 """The model this repository's engines serve: the model of a request that names none."""
 
+ANY_MODEL = "*"
+"""A model name no head is trained on: asks for the model-agnostic forecast (the any-model slot)."""
+
 _LOG_CHARS_SCALE = 8.0
 
 

@@ -1,11 +1,13 @@
 """Train the SSJF proxy length predictor on ShareGPT and write an artifact folder (SSJF section 3.1).
 
     python -m forethought.predict.train [--out DIR] [--quick | --shipped] [--formulation reg-l1|reg-mse|cls|ordinal]
+    python -m forethought.predict.train --castillo FILE [--out DIR] [--shipped] [--max-tokens 128]
 
 Labels are response lengths in SmolLM2-135M-Instruct tokens (the served model); the head reads each
 prompt's CLS state and its conversation's history features. The full run fine-tunes the backbone (phase
 1) and is sized for a 2-core CPU (see docs/predictor.md); ``--shipped`` is phase 2 alone on the packaged
 MiniLM, frozen, and rewrites the predictor the package ships; ``--quick`` is the small run the tests use.
+``--castillo`` trains the model-aware predictor on multi-model labels instead (``train_castillo``).
 """
 
 from __future__ import annotations
@@ -327,8 +329,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--formulation", choices=[f.value for f in Formulation], default=None)
     parser.add_argument("--dataset", type=Path, default=None, help="ShareGPT JSON (default: the packaged one)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--castillo", type=Path, default=None,
+                        help="train the model-aware predictor on this CASTILLO-format file instead (train split; scored on validate)")
+    parser.add_argument("--max-tokens", type=int, default=None, help="--castillo: MiniLM tokens read (the prompt's last)")
+    parser.add_argument("--validate-train-share", type=float, default=None,
+                        help="--castillo: share of validate prompts that join training (default 0.5; the rest are scored)")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.castillo is not None:
+        return castillo_main(args)
     config = replace(QUICK if args.quick else SHIPPED if args.shipped else TrainConfig(), seed=args.seed)
     if args.formulation:
         config = replace(config, formulation=args.formulation)
@@ -338,6 +347,20 @@ def main(argv: list[str] | None = None) -> int:
     print(result.table)
     print(f"\ntrained in {result.seconds:.0f} s; artifact: {out}")
     print(json.dumps(result.forecaster.config.metrics["samples"]))
+    return 0
+
+
+def castillo_main(args: argparse.Namespace) -> int:
+    from forethought.predict.train_castillo import CastilloConfig, train_castillo
+
+    changes = {"max_tokens": args.max_tokens, "validate_train_share": args.validate_train_share}
+    config = replace(CastilloConfig(seed=args.seed), **{name: value for name, value in changes.items() if value is not None})
+    out = args.out or (SHIPPED_DIR if args.shipped else DEFAULT_ARTIFACT_DIR)
+    started = time.perf_counter()
+    _, table = train_castillo(args.castillo, out, config)
+    print("each cell: forecast / ceiling (an oracle knowing each pair's mean length), scored validate prompts\n")
+    print(table)
+    print(f"\ntrained in {time.perf_counter() - started:.0f} s; artifact: {out}")
     return 0
 
 

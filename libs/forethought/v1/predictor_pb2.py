@@ -24,15 +24,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x66orethought/v1/predictor.proto\x12\x0e\x66orethought.v1\"h\n\x0ePredictRequest\x12\x0f\n\x07prompts\x18\x01 \x03(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x36\n\thistories\x18\x03 \x03(\x0b\x32#.forethought.v1.ConversationHistory\"3\n\x13\x43onversationHistory\x12\x1c\n\x14\x65\x61rlier_answer_chars\x18\x01 \x03(\x05\"\xba\x01\n\x12LengthDistribution\x12\x0c\n\x04mean\x18\x01 \x01(\x01\x12+\n\tquantiles\x18\x02 \x03(\x0b\x32\x18.forethought.v1.Quantile\x12\x0e\n\x06\x62ucket\x18\x03 \x01(\x05\x12\x11\n\thistogram\x18\x04 \x03(\x01\x12\x14\n\x0c\x62ucket_edges\x18\x05 \x03(\x01\x12\x30\n\x06source\x18\x06 \x01(\x0e\x32 .forethought.v1.PredictionSource\"+\n\x08Quantile\x12\x0f\n\x07percent\x18\x01 \x01(\x05\x12\x0e\n\x06tokens\x18\x02 \x01(\x01\"_\n\x0fPredictResponse\x12\x35\n\tforecasts\x18\x01 \x03(\x0b\x32\".forethought.v1.LengthDistribution\x12\x15\n\rmodel_version\x18\x02 \x01(\t\"m\n\x0eObserveRequest\x12\x0e\n\x06prompt\x18\x01 \x01(\t\x12\x15\n\routput_tokens\x18\x02 \x01(\x05\x12\x34\n\x07history\x18\x03 \x01(\x0b\x32#.forethought.v1.ConversationHistory\"!\n\x0fObserveResponse\x12\x0e\n\x06stored\x18\x01 \x01(\x03\"D\n\rReloadRequest\x12\x13\n\tmodel_dir\x18\x01 \x01(\tH\x00\x12\x14\n\nrefit_head\x18\x02 \x01(\x08H\x00\x42\x08\n\x06source\"\'\n\x0eReloadResponse\x12\x15\n\rmodel_version\x18\x01 \x01(\t*v\n\x10PredictionSource\x12!\n\x1dPREDICTION_SOURCE_UNSPECIFIED\x10\x00\x12\x1b\n\x17PREDICTION_SOURCE_MODEL\x10\x01\x12\"\n\x1ePREDICTION_SOURCE_LENGTH_CACHE\x10\x02\x32\xf3\x01\n\x10PredictorService\x12J\n\x07Predict\x12\x1e.forethought.v1.PredictRequest\x1a\x1f.forethought.v1.PredictResponse\x12J\n\x07Observe\x12\x1e.forethought.v1.ObserveRequest\x1a\x1f.forethought.v1.ObserveResponse\x12G\n\x06Reload\x12\x1d.forethought.v1.ReloadRequest\x1a\x1e.forethought.v1.ReloadResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x66orethought/v1/predictor.proto\x12\x0e\x66orethought.v1\"h\n\x0ePredictRequest\x12\x0f\n\x07prompts\x18\x01 \x03(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x36\n\thistories\x18\x03 \x03(\x0b\x32#.forethought.v1.ConversationHistory\"3\n\x13\x43onversationHistory\x12\x1c\n\x14\x65\x61rlier_answer_chars\x18\x01 \x03(\x05\"\xba\x01\n\x12LengthDistribution\x12\x0c\n\x04mean\x18\x01 \x01(\x01\x12+\n\tquantiles\x18\x02 \x03(\x0b\x32\x18.forethought.v1.Quantile\x12\x0e\n\x06\x62ucket\x18\x03 \x01(\x05\x12\x11\n\thistogram\x18\x04 \x03(\x01\x12\x14\n\x0c\x62ucket_edges\x18\x05 \x03(\x01\x12\x30\n\x06source\x18\x06 \x01(\x0e\x32 .forethought.v1.PredictionSource\"+\n\x08Quantile\x12\x0f\n\x07percent\x18\x01 \x01(\x05\x12\x0e\n\x06tokens\x18\x02 \x01(\x01\"_\n\x0fPredictResponse\x12\x35\n\tforecasts\x18\x01 \x03(\x0b\x32\".forethought.v1.LengthDistribution\x12\x15\n\rmodel_version\x18\x02 \x01(\t\"|\n\x0eObserveRequest\x12\x0e\n\x06prompt\x18\x01 \x01(\t\x12\x15\n\routput_tokens\x18\x02 \x01(\x05\x12\x34\n\x07history\x18\x03 \x01(\x0b\x32#.forethought.v1.ConversationHistory\x12\r\n\x05model\x18\x04 \x01(\t\"!\n\x0fObserveResponse\x12\x0e\n\x06stored\x18\x01 \x01(\x03\"D\n\rReloadRequest\x12\x13\n\tmodel_dir\x18\x01 \x01(\tH\x00\x12\x14\n\nrefit_head\x18\x02 \x01(\x08H\x00\x42\x08\n\x06source\"\'\n\x0eReloadResponse\x12\x15\n\rmodel_version\x18\x01 \x01(\t*v\n\x10PredictionSource\x12!\n\x1dPREDICTION_SOURCE_UNSPECIFIED\x10\x00\x12\x1b\n\x17PREDICTION_SOURCE_MODEL\x10\x01\x12\"\n\x1ePREDICTION_SOURCE_LENGTH_CACHE\x10\x02\x32\xf3\x01\n\x10PredictorService\x12J\n\x07Predict\x12\x1e.forethought.v1.PredictRequest\x1a\x1f.forethought.v1.PredictResponse\x12J\n\x07Observe\x12\x1e.forethought.v1.ObserveRequest\x1a\x1f.forethought.v1.ObserveResponse\x12G\n\x06Reload\x12\x1d.forethought.v1.ReloadRequest\x1a\x1e.forethought.v1.ReloadResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'forethought.v1.predictor_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PREDICTIONSOURCE']._serialized_start=797
-  _globals['_PREDICTIONSOURCE']._serialized_end=915
+  _globals['_PREDICTIONSOURCE']._serialized_start=812
+  _globals['_PREDICTIONSOURCE']._serialized_end=930
   _globals['_PREDICTREQUEST']._serialized_start=50
   _globals['_PREDICTREQUEST']._serialized_end=154
   _globals['_CONVERSATIONHISTORY']._serialized_start=156
@@ -44,13 +44,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PREDICTRESPONSE']._serialized_start=443
   _globals['_PREDICTRESPONSE']._serialized_end=538
   _globals['_OBSERVEREQUEST']._serialized_start=540
-  _globals['_OBSERVEREQUEST']._serialized_end=649
-  _globals['_OBSERVERESPONSE']._serialized_start=651
-  _globals['_OBSERVERESPONSE']._serialized_end=684
-  _globals['_RELOADREQUEST']._serialized_start=686
-  _globals['_RELOADREQUEST']._serialized_end=754
-  _globals['_RELOADRESPONSE']._serialized_start=756
-  _globals['_RELOADRESPONSE']._serialized_end=795
-  _globals['_PREDICTORSERVICE']._serialized_start=918
-  _globals['_PREDICTORSERVICE']._serialized_end=1161
+  _globals['_OBSERVEREQUEST']._serialized_end=664
+  _globals['_OBSERVERESPONSE']._serialized_start=666
+  _globals['_OBSERVERESPONSE']._serialized_end=699
+  _globals['_RELOADREQUEST']._serialized_start=701
+  _globals['_RELOADREQUEST']._serialized_end=769
+  _globals['_RELOADRESPONSE']._serialized_start=771
+  _globals['_RELOADRESPONSE']._serialized_end=810
+  _globals['_PREDICTORSERVICE']._serialized_start=933
+  _globals['_PREDICTORSERVICE']._serialized_end=1176
 # @@protoc_insertion_point(module_scope)

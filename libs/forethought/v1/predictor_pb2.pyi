@@ -65,14 +65,16 @@ class PredictResponse(_message.Message):
     def __init__(self, forecasts: _Optional[_Iterable[_Union[LengthDistribution, _Mapping]]] = ..., model_version: _Optional[str] = ...) -> None: ...
 
 class ObserveRequest(_message.Message):
-    __slots__ = ("prompt", "output_tokens", "history")
+    __slots__ = ("prompt", "output_tokens", "history", "model")
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     HISTORY_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
     prompt: str
     output_tokens: int
     history: ConversationHistory
-    def __init__(self, prompt: _Optional[str] = ..., output_tokens: _Optional[int] = ..., history: _Optional[_Union[ConversationHistory, _Mapping]] = ...) -> None: ...
+    model: str
+    def __init__(self, prompt: _Optional[str] = ..., output_tokens: _Optional[int] = ..., history: _Optional[_Union[ConversationHistory, _Mapping]] = ..., model: _Optional[str] = ...) -> None: ...
 
 class ObserveResponse(_message.Message):
     __slots__ = ("stored",)

@@ -23,10 +23,12 @@ class RecordingBatch:
     def __init__(self) -> None:
         self.batches: list[list[str]] = []
         self.histories: list[list[ConversationHistory]] = []
+        self.models: list[list[str]] = []
 
-    def __call__(self, prompts: list[str], histories: list[ConversationHistory]) -> list[LengthForecast]:
+    def __call__(self, prompts: list[str], histories: list[ConversationHistory], models: list[str]) -> list[LengthForecast]:
         self.batches.append(list(prompts))
         self.histories.append(list(histories))
+        self.models.append(list(models))
         return [constant_forecast(prompt) for prompt in prompts]
 
 
@@ -73,10 +75,18 @@ async def test_a_negative_history_length_fails_alone_before_batching() -> None:
 
 
 async def test_a_failing_batch_fails_each_of_its_callers() -> None:
-    def broken(prompts: list[str], histories: list[ConversationHistory]) -> list[LengthForecast]:
+    def broken(prompts: list[str], histories: list[ConversationHistory], models: list[str]) -> list[LengthForecast]:
         raise RuntimeError("model crashed")
 
     batching = BatchingPredictor(broken, max_wait_s=0.001)
     outcomes = await asyncio.gather(batching.predict("a"), batching.predict("b"), return_exceptions=True)
     assert [str(outcome) for outcome in outcomes] == ["model crashed", "model crashed"]
     await batching.aclose()
+
+
+async def test_calls_for_different_served_models_share_a_batch_each_with_its_model() -> None:
+    recording = RecordingBatch()
+    batching = BatchingPredictor(recording, max_batch=8, max_wait_s=0.01)
+    await asyncio.gather(batching.predict("a", model="m1"), batching.predict_many(["b", "c"], model="m2"), batching.predict("d"))
+    assert len(recording.batches) == 1
+    assert sorted(zip(recording.batches[0], recording.models[0])) == [("a", "m1"), ("b", "m2"), ("c", "m2"), ("d", "")]

@@ -1,4 +1,7 @@
-"""PredictorService: protobuf in, the served predictor (SSJF section 3) and its batching, protobuf out."""
+"""PredictorService: protobuf in, the served predictor (SSJF section 3) and its batching, protobuf out.
+
+Forecasts and observations are for the request's served model (empty: the default one).
+"""
 
 from __future__ import annotations
 
@@ -15,11 +18,11 @@ from forethought.predict import (
     Predictor,
 )
 from forethought.predict.artifact import artifact_problem
-from forethought.predict.train import SERVED_MODEL
-from forethought.rpc.errors import FailedPrecondition, NotFound
+from forethought.rpc.errors import FailedPrecondition
 from forethought.v1 import predictor_pb2, predictor_pb2_grpc
 
 MAX_PROMPTS = 64
+MAX_MODEL_CHARS = 256
 
 
 def distribution_to_proto(forecast: LengthForecast) -> predictor_pb2.LengthDistribution:
@@ -43,17 +46,19 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
 
     async def Predict(self, request: predictor_pb2.PredictRequest, context: grpc.aio.ServicerContext) -> predictor_pb2.PredictResponse:
         require(1 <= len(request.prompts) <= MAX_PROMPTS, "prompts", f"must hold 1..{MAX_PROMPTS} prompts")
-        if request.model and request.model != SERVED_MODEL:
-            raise NotFound(f"model: forecasts count {SERVED_MODEL} tokens; {request.model!r} has no predictor")
+        require(len(request.model) <= MAX_MODEL_CHARS, "model", f"must be at most {MAX_MODEL_CHARS} characters")
         histories = [history_from_proto(history) for history in request.histories] or None
-        forecasts = await self._batching.predict_many(list(request.prompts), histories)
+        forecasts = await self._batching.predict_many(list(request.prompts), histories, request.model)
         return predictor_pb2.PredictResponse(
             forecasts=[distribution_to_proto(forecast) for forecast in forecasts], model_version=str(self._predictor.version)
         )
 
     async def Observe(self, request: predictor_pb2.ObserveRequest, context: grpc.aio.ServicerContext) -> predictor_pb2.ObserveResponse:
         require(request.output_tokens >= 0, "output_tokens", "must be >= 0")
-        await asyncio.to_thread(self._predictor.observe, request.prompt, request.output_tokens, history_from_proto(request.history))
+        require(len(request.model) <= MAX_MODEL_CHARS, "model", f"must be at most {MAX_MODEL_CHARS} characters")
+        await asyncio.to_thread(
+            self._predictor.observe, request.prompt, request.output_tokens, history_from_proto(request.history), request.model
+        )
         return predictor_pb2.ObserveResponse(stored=len(self._predictor.store))
 
     async def Reload(self, request: predictor_pb2.ReloadRequest, context: grpc.aio.ServicerContext) -> predictor_pb2.ReloadResponse:

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from forethought.predict import Predictor
+from forethought.predict.served_models import ANY_MODEL
+from forethought.predict.train_castillo import CastilloConfig, train_castillo
+
+TOPICS = ["rivers", "bread", "chess", "volcanoes", "jazz", "bees", "tides", "glass", "owls", "maps"]
+
+
+@pytest.fixture(scope="module")
+def model_aware(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A model-aware predictor trained on pairs where "long" answers 4x longer than "short", and both
+    answer "essay" prompts 8x longer than "list" prompts."""
+    rows = []
+    for index in range(80):
+        kind, base = ("essay", 160) if index % 2 else ("list", 20)
+        prompt = f"Write a {kind} about {TOPICS[index % len(TOPICS)]} number {index}."
+        for model, scale in (("short", 1), ("long", 4)):
+            sizes = [base * scale + offset for offset in range(0, 10)]
+            rows.append({"split": "validate" if index >= 60 else "train", "prompt_id": str(index), "model": model,
+                         "prompt_text": prompt, "output_sizes": sizes})
+    folder = tmp_path_factory.mktemp("castillo")
+    path = folder / "pairs.jsonl.gz"
+    with gzip.open(path, "wt") as stream:
+        stream.writelines(json.dumps(row) + "\n" for row in rows)
+    config = CastilloConfig(max_tokens=32, head_hidden=32, epochs=150, patience=150, holdout_share=0.2, batch_size=32)
+    train_castillo(path, folder / "model", config, embedding_cache=None, progress=False)
+    return folder / "model"
+
+
+def test_the_served_model_selects_what_the_head_learned_of_it(model_aware: Path) -> None:
+    config = json.loads((model_aware / "config.json").read_text())
+    assert config["models"] == ["long", "short"] and config["format"] == 3
+    assert set(config["metrics"]["castillo_validate"]) == {"long", "short", "mean over models"}
+    predictor = Predictor.load(model_aware)
+    prompt = "Write a essay about bees number 999."
+    short, long = predictor.predict([prompt, prompt], models=["short", "long"])
+    assert 2.5 < long.mean / short.mean < 6
+    # each known model's bucket edges are its own (SSJF's p25/p50/p75/p99 of its lengths)
+    assert long.bucket_edges != short.bucket_edges
+    essay, listing = predictor.predict([prompt, "Write a list about bees number 999."], models=["long", "long"])
+    assert essay.mean > 2 * listing.mean
+
+
+def test_an_unseen_model_is_calibrated_online_and_the_calibration_persists(model_aware: Path, tmp_path: Path) -> None:
+    path = tmp_path / "observations.jsonl"
+    predictor = Predictor.load(model_aware, observations_path=path)
+    probe = "Write a list about owls number 500."
+    before = predictor.predict([probe], models=["newcomer"])[0].mean
+    # the newcomer answers 10x what the model-agnostic forecast says
+    for index in range(40):
+        prompt = f"Write a {'essay' if index % 2 else 'list'} about maps number {1000 + index}."
+        agnostic = predictor.predict([prompt], models=[ANY_MODEL])[0].mean
+        predictor.observe(prompt, int(10 * agnostic), model="newcomer")
+    after = predictor.predict([probe], models=["newcomer"])[0]
+    assert after.mean > 4 * before
+    assert after.quantiles[10] <= after.mean <= after.quantiles[90]
+    # known models are not moved by the newcomer's lengths
+    assert predictor.calibration.count("newcomer") == 40 and predictor.calibration.count("short") == 0
+    reloaded = Predictor.load(model_aware, observations_path=path)
+    assert reloaded.predict([probe], models=["newcomer"])[0].mean == pytest.approx(after.mean, rel=1e-4)
+
+
+def test_observations_of_one_model_do_not_answer_another_from_the_length_cache(model_aware: Path) -> None:
+    predictor = Predictor.load(model_aware)
+    prompt = "Write a essay about jazz number 77."
+    predictor.observe(prompt, 5, model="short")
+    short, long = predictor.predict([prompt, prompt], models=["short", "long"])
+    assert (short.source, short.mean) == ("cache", 5.0)
+    assert long.source == "model" and not np.isclose(long.mean, 5.0)
