@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from itertools import accumulate
 
@@ -50,11 +50,14 @@ class PerTokenSeconds:
 @dataclass(frozen=True)
 class RunPosition:
     """Where a running application stands: the unit it is in, the finished unit that led there (as
-    observed; None at the entry), and the current unit's prompt length per request when known."""
+    observed; None at the entry), the current unit's prompt length per request when known, and its
+    output length per request when a forecast exists (the length predictor's, for an LLM unit whose
+    prompt is known: Hermes 3.2 uses such a model where one is available)."""
 
     unit: str
     upstream: UnitExecution | None = None
     input_tokens: int | None = None
+    output_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,7 @@ class DemandEstimator:
             self.graph.unit(position.upstream.unit, "position.upstream.unit")
             position.upstream.consumption.validate("position.upstream")
         require(position.input_tokens is None or position.input_tokens >= 0, "position.input_tokens", "must be >= 0")
+        require(position.output_tokens is None or position.output_tokens >= 0, "position.output_tokens", "must be >= 0")
 
     def _walk(self, position: RunPosition, rng: random.Random) -> tuple[float, float]:
         unit, upstream, input_tokens = position.unit, position.upstream, position.input_tokens
@@ -175,14 +179,19 @@ class DemandEstimator:
         for step in range(self.max_walk_units):
             index = rng.choice(self._candidates(unit, upstream, input_tokens))
             seconds = self._unit_seconds(unit)[index]
+            consumption = self._records[unit][index].consumption
             if step == 0:
+                if position.output_tokens is not None and self.graph.units[unit].backend.kind is BackendKind.LLM:
+                    # The record keeps the step's shape (parallelism, prompt); the forecast replaces its output.
+                    consumption = replace(consumption, output_tokens=position.output_tokens)
+                    seconds = self.llm_seconds(self.graph.units[unit].backend, consumption)
                 first_s = seconds
             walk_s += seconds
             targets, cumulative = self._branches[unit]
             following = rng.choices(targets, cum_weights=cumulative)[0]
             if following == END:
                 break
-            upstream = UnitExecution(unit, self._records[unit][index].consumption)
+            upstream = UnitExecution(unit, consumption)
             unit, input_tokens = following, None
         return first_s, walk_s
 

@@ -24,15 +24,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x66orethought/v1/demand.proto\x12\x0e\x66orethought.v1\"\x8a\x01\n\x08StepSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12&\n\x04kind\x18\x02 \x01(\x0e\x32\x18.forethought.v1.StepKind\x12\x0f\n\x07\x62\x61\x63kend\x18\x03 \x01(\t\x12\r\n\x05\x61\x66ter\x18\x04 \x03(\t\x12\x13\n\x0bprobability\x18\x05 \x01(\x01\x12\x13\n\x0bmax_repeats\x18\x06 \x01(\x05\"\x8b\x01\n\x1aRegisterApplicationRequest\x12\x13\n\x0b\x61pplication\x18\x01 \x01(\t\x12\'\n\x05steps\x18\x02 \x03(\x0b\x32\x18.forethought.v1.StepSpec\x12\x18\n\x10\x61pplication_file\x18\x03 \x01(\t\x12\x15\n\rkeep_existing\x18\x04 \x01(\x08\"p\n\x1bRegisterApplicationResponse\x12\r\n\x05steps\x18\x01 \x01(\x05\x12\x13\n\x0b\x61pplication\x18\x02 \x01(\t\x12\r\n\x05\x65ntry\x18\x03 \x01(\t\x12\x10\n\x08recorded\x18\x04 \x01(\x05\x12\x0c\n\x04kept\x18\x05 \x01(\x08\"\xad\x01\n\rRecordRequest\x12\x13\n\x0b\x61pplication\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0c\n\x04step\x18\x03 \x01(\t\x12\x11\n\tservice_s\x18\x04 \x01(\x01\x12\x14\n\x0cinput_tokens\x18\x05 \x01(\x05\x12\x15\n\routput_tokens\x18\x06 \x01(\x05\x12\x13\n\x0bparallelism\x18\x07 \x01(\x05\x12\x14\n\x0crun_finished\x18\x08 \x01(\x08\"3\n\x0eRecordResponse\x12\x11\n\trun_steps\x18\x01 \x01(\x05\x12\x0e\n\x06learnt\x18\x02 \x01(\x08\"\xb7\x01\n\x0f\x45stimateRequest\x12\x13\n\x0b\x61pplication\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x12\n\ndone_steps\x18\x03 \x03(\t\x12\x15\n\rdeadline_in_s\x18\x04 \x01(\x01\x12\x14\n\x0c\x63urrent_step\x18\x05 \x01(\t\x12\x12\n\nattained_s\x18\x06 \x01(\x01\x12\x19\n\x0cinput_tokens\x18\x07 \x01(\x05H\x00\x88\x01\x01\x42\x0f\n\r_input_tokens\"\xb0\x01\n\x10\x45stimateResponse\x12\x18\n\x10mean_remaining_s\x18\x01 \x01(\x01\x12\x1d\n\x15remaining_quantiles_s\x18\x02 \x03(\x01\x12\x14\n\x0cgittins_rank\x18\x03 \x01(\x01\x12\x0f\n\x07slack_s\x18\x04 \x01(\x01\x12\x14\n\x0c\x63urrent_step\x18\x05 \x01(\t\x12\r\n\x05walks\x18\x06 \x01(\x05\x12\x17\n\x0f\x62ucket_period_s\x18\x07 \x01(\x01\",\n\x13WatchPrewarmRequest\x12\x15\n\reffectiveness\x18\x01 \x01(\x01\"I\n\x14WatchPrewarmResponse\x12\x31\n\x08\x64\x65\x63ision\x18\x01 \x01(\x0b\x32\x1f.forethought.v1.PrewarmDecision\"\xfa\x01\n\x0fPrewarmDecision\x12\x13\n\x0b\x61pplication\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0c\n\x04step\x18\x03 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x04 \x01(\t\x12\x12\n\nstart_in_s\x18\x05 \x01(\x01\x12\x14\n\x0c\x63urrent_step\x18\x06 \x01(\t\x12\r\n\x05model\x18\x07 \x01(\t\x12\x14\n\x0clora_adapter\x18\x08 \x01(\t\x12\x0c\n\x04tool\x18\t \x01(\t\x12\x1d\n\x15selection_probability\x18\n \x01(\x01\x12\x15\n\reffectiveness\x18\x0b \x01(\x01\x12\x10\n\x08warmup_s\x18\x0c \x01(\x01*L\n\x08StepKind\x12\x19\n\x15STEP_KIND_UNSPECIFIED\x10\x00\x12\x11\n\rSTEP_KIND_LLM\x10\x01\x12\x12\n\x0eSTEP_KIND_TOOL\x10\x02\x32\xf4\x02\n\rDemandService\x12n\n\x13RegisterApplication\x12*.forethought.v1.RegisterApplicationRequest\x1a+.forethought.v1.RegisterApplicationResponse\x12G\n\x06Record\x12\x1d.forethought.v1.RecordRequest\x1a\x1e.forethought.v1.RecordResponse\x12M\n\x08\x45stimate\x12\x1f.forethought.v1.EstimateRequest\x1a .forethought.v1.EstimateResponse\x12[\n\x0cWatchPrewarm\x12#.forethought.v1.WatchPrewarmRequest\x1a$.forethought.v1.WatchPrewarmResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x66orethought/v1/demand.proto\x12\x0e\x66orethought.v1\"\x8a\x01\n\x08StepSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12&\n\x04kind\x18\x02 \x01(\x0e\x32\x18.forethought.v1.StepKind\x12\x0f\n\x07\x62\x61\x63kend\x18\x03 \x01(\t\x12\r\n\x05\x61\x66ter\x18\x04 \x03(\t\x12\x13\n\x0bprobability\x18\x05 \x01(\x01\x12\x13\n\x0bmax_repeats\x18\x06 \x01(\x05\"\x8b\x01\n\x1aRegisterApplicationRequest\x12\x13\n\x0b\x61pplication\x18\x01 \x01(\t\x12\'\n\x05steps\x18\x02 \x03(\x0b\x32\x18.forethought.v1.StepSpec\x12\x18\n\x10\x61pplication_file\x18\x03 \x01(\t\x12\x15\n\rkeep_existing\x18\x04 \x01(\x08\"p\n\x1bRegisterApplicationResponse\x12\r\n\x05steps\x18\x01 \x01(\x05\x12\x13\n\x0b\x61pplication\x18\x02 \x01(\t\x12\r\n\x05\x65ntry\x18\x03 \x01(\t\x12\x10\n\x08recorded\x18\x04 \x01(\x05\x12\x0c\n\x04kept\x18\x05 \x01(\x08\"\xad\x01\n\rRecordRequest\x12\x13\n\x0b\x61pplication\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0c\n\x04step\x18\x03 \x01(\t\x12\x11\n\tservice_s\x18\x04 \x01(\x01\x12\x14\n\x0cinput_tokens\x18\x05 \x01(\x05\x12\x15\n\routput_tokens\x18\x06 \x01(\x05\x12\x13\n\x0bparallelism\x18\x07 \x01(\x05\x12\x14\n\x0crun_finished\x18\x08 \x01(\x08\"3\n\x0eRecordResponse\x12\x11\n\trun_steps\x18\x01 \x01(\x05\x12\x0e\n\x06learnt\x18\x02 \x01(\x08\"\xe5\x01\n\x0f\x45stimateRequest\x12\x13\n\x0b\x61pplication\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x12\n\ndone_steps\x18\x03 \x03(\t\x12\x15\n\rdeadline_in_s\x18\x04 \x01(\x01\x12\x14\n\x0c\x63urrent_step\x18\x05 \x01(\t\x12\x12\n\nattained_s\x18\x06 \x01(\x01\x12\x19\n\x0cinput_tokens\x18\x07 \x01(\x05H\x00\x88\x01\x01\x12\x1a\n\routput_tokens\x18\x08 \x01(\x05H\x01\x88\x01\x01\x42\x0f\n\r_input_tokensB\x10\n\x0e_output_tokens\"\xb0\x01\n\x10\x45stimateResponse\x12\x18\n\x10mean_remaining_s\x18\x01 \x01(\x01\x12\x1d\n\x15remaining_quantiles_s\x18\x02 \x03(\x01\x12\x14\n\x0cgittins_rank\x18\x03 \x01(\x01\x12\x0f\n\x07slack_s\x18\x04 \x01(\x01\x12\x14\n\x0c\x63urrent_step\x18\x05 \x01(\t\x12\r\n\x05walks\x18\x06 \x01(\x05\x12\x17\n\x0f\x62ucket_period_s\x18\x07 \x01(\x01\",\n\x13WatchPrewarmRequest\x12\x15\n\reffectiveness\x18\x01 \x01(\x01\"I\n\x14WatchPrewarmResponse\x12\x31\n\x08\x64\x65\x63ision\x18\x01 \x01(\x0b\x32\x1f.forethought.v1.PrewarmDecision\"\xfa\x01\n\x0fPrewarmDecision\x12\x13\n\x0b\x61pplication\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0c\n\x04step\x18\x03 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x04 \x01(\t\x12\x12\n\nstart_in_s\x18\x05 \x01(\x01\x12\x14\n\x0c\x63urrent_step\x18\x06 \x01(\t\x12\r\n\x05model\x18\x07 \x01(\t\x12\x14\n\x0clora_adapter\x18\x08 \x01(\t\x12\x0c\n\x04tool\x18\t \x01(\t\x12\x1d\n\x15selection_probability\x18\n \x01(\x01\x12\x15\n\reffectiveness\x18\x0b \x01(\x01\x12\x10\n\x08warmup_s\x18\x0c \x01(\x01*L\n\x08StepKind\x12\x19\n\x15STEP_KIND_UNSPECIFIED\x10\x00\x12\x11\n\rSTEP_KIND_LLM\x10\x01\x12\x12\n\x0eSTEP_KIND_TOOL\x10\x02\x32\xf4\x02\n\rDemandService\x12n\n\x13RegisterApplication\x12*.forethought.v1.RegisterApplicationRequest\x1a+.forethought.v1.RegisterApplicationResponse\x12G\n\x06Record\x12\x1d.forethought.v1.RecordRequest\x1a\x1e.forethought.v1.RecordResponse\x12M\n\x08\x45stimate\x12\x1f.forethought.v1.EstimateRequest\x1a .forethought.v1.EstimateResponse\x12[\n\x0cWatchPrewarm\x12#.forethought.v1.WatchPrewarmRequest\x1a$.forethought.v1.WatchPrewarmResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'forethought.v1.demand_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_STEPKIND']._serialized_start=1412
-  _globals['_STEPKIND']._serialized_end=1488
+  _globals['_STEPKIND']._serialized_start=1458
+  _globals['_STEPKIND']._serialized_end=1534
   _globals['_STEPSPEC']._serialized_start=48
   _globals['_STEPSPEC']._serialized_end=186
   _globals['_REGISTERAPPLICATIONREQUEST']._serialized_start=189
@@ -44,15 +44,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RECORDRESPONSE']._serialized_start=620
   _globals['_RECORDRESPONSE']._serialized_end=671
   _globals['_ESTIMATEREQUEST']._serialized_start=674
-  _globals['_ESTIMATEREQUEST']._serialized_end=857
-  _globals['_ESTIMATERESPONSE']._serialized_start=860
-  _globals['_ESTIMATERESPONSE']._serialized_end=1036
-  _globals['_WATCHPREWARMREQUEST']._serialized_start=1038
-  _globals['_WATCHPREWARMREQUEST']._serialized_end=1082
-  _globals['_WATCHPREWARMRESPONSE']._serialized_start=1084
-  _globals['_WATCHPREWARMRESPONSE']._serialized_end=1157
-  _globals['_PREWARMDECISION']._serialized_start=1160
-  _globals['_PREWARMDECISION']._serialized_end=1410
-  _globals['_DEMANDSERVICE']._serialized_start=1491
-  _globals['_DEMANDSERVICE']._serialized_end=1863
+  _globals['_ESTIMATEREQUEST']._serialized_end=903
+  _globals['_ESTIMATERESPONSE']._serialized_start=906
+  _globals['_ESTIMATERESPONSE']._serialized_end=1082
+  _globals['_WATCHPREWARMREQUEST']._serialized_start=1084
+  _globals['_WATCHPREWARMREQUEST']._serialized_end=1128
+  _globals['_WATCHPREWARMRESPONSE']._serialized_start=1130
+  _globals['_WATCHPREWARMRESPONSE']._serialized_end=1203
+  _globals['_PREWARMDECISION']._serialized_start=1206
+  _globals['_PREWARMDECISION']._serialized_end=1456
+  _globals['_DEMANDSERVICE']._serialized_start=1537
+  _globals['_DEMANDSERVICE']._serialized_end=1909
 # @@protoc_insertion_point(module_scope)

@@ -87,7 +87,7 @@ class RecordResponse(_message.Message):
     def __init__(self, run_steps: _Optional[int] = ..., learnt: _Optional[bool] = ...) -> None: ...
 
 class EstimateRequest(_message.Message):
-    __slots__ = ("application", "run_id", "done_steps", "deadline_in_s", "current_step", "attained_s", "input_tokens")
+    __slots__ = ("application", "run_id", "done_steps", "deadline_in_s", "current_step", "attained_s", "input_tokens", "output_tokens")
     APPLICATION_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     DONE_STEPS_FIELD_NUMBER: _ClassVar[int]
@@ -95,6 +95,7 @@ class EstimateRequest(_message.Message):
     CURRENT_STEP_FIELD_NUMBER: _ClassVar[int]
     ATTAINED_S_FIELD_NUMBER: _ClassVar[int]
     INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     application: str
     run_id: str
     done_steps: _containers.RepeatedScalarFieldContainer[str]
@@ -102,7 +103,8 @@ class EstimateRequest(_message.Message):
     current_step: str
     attained_s: float
     input_tokens: int
-    def __init__(self, application: _Optional[str] = ..., run_id: _Optional[str] = ..., done_steps: _Optional[_Iterable[str]] = ..., deadline_in_s: _Optional[float] = ..., current_step: _Optional[str] = ..., attained_s: _Optional[float] = ..., input_tokens: _Optional[int] = ...) -> None: ...
+    output_tokens: int
+    def __init__(self, application: _Optional[str] = ..., run_id: _Optional[str] = ..., done_steps: _Optional[_Iterable[str]] = ..., deadline_in_s: _Optional[float] = ..., current_step: _Optional[str] = ..., attained_s: _Optional[float] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ...) -> None: ...
 
 class EstimateResponse(_message.Message):
     __slots__ = ("mean_remaining_s", "remaining_quantiles_s", "gittins_rank", "slack_s", "current_step", "walks", "bucket_period_s")

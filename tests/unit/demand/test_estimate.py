@@ -44,6 +44,15 @@ def test_a_fixed_chain_has_one_demand() -> None:
     assert (set(from_check.current_s), from_check.mean_s, from_check.worst_s) == ({2.0}, 2.0, 2.0)
 
 
+def test_a_forecast_output_length_replaces_the_sampled_one_for_the_current_llm_unit() -> None:
+    # Two parallel requests of 100 prompt tokens: 0.1 s of prefill each, plus 10 ms per forecast output token.
+    forecast = estimate(chain(), RunPosition("draft", output_tokens=50))
+    assert forecast.current_s == pytest.approx([2 * (0.1 + 0.5)] * 200)
+    assert forecast.total_s == pytest.approx([1.2 + 2.0] * 200)
+    # A tool unit has no output length: the forecast leaves its recorded duration.
+    assert set(estimate(chain(), RunPosition("check", output_tokens=50)).current_s) == {2.0}
+
+
 def react_loop() -> PDGraph:
     """reason (a 1 s tool here, so lengths do not matter) loops back with observed probability 1/3."""
     graph = PDGraph("react", [make_unit("reason", {"reason": 0.5, "end": 0.5}, SANDBOX)])

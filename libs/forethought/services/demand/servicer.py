@@ -129,10 +129,12 @@ class DemandServicer(demand_pb2_grpc.DemandServiceServicer):
         require(math.isfinite(attained_s) and attained_s >= 0, "attained_s", "must be >= 0")
         input_tokens = request.input_tokens if request.HasField("input_tokens") else None
         require(input_tokens is None or input_tokens >= 0, "input_tokens", "must be >= 0")
+        output_tokens = request.output_tokens if request.HasField("output_tokens") else None
+        require(output_tokens is None or output_tokens >= 0, "output_tokens", "must be >= 0")
         require(len(request.run_id) <= MAX_RUN_ID, "run_id", f"must be at most {MAX_RUN_ID} characters")
         async with self._applications.locked(request.application) as application:
             graph = application.graph
-            position = await self._position(graph, request, input_tokens)
+            position = await self._position(graph, request, input_tokens, output_tokens)
             # The graph's version moves whenever it learns: an estimate from before is never reused after.
             key = (graph.name, id(application), graph.version, position)
             estimate = self._estimates.get(key)
@@ -170,7 +172,8 @@ class DemandServicer(demand_pb2_grpc.DemandServiceServicer):
                     if decision is not None:
                         yield demand_pb2.WatchPrewarmResponse(decision=decision_to_proto(timer.report, decision, self._warmup_s))
 
-    async def _position(self, graph: PDGraph, request: demand_pb2.EstimateRequest, input_tokens: int | None) -> RunPosition:
+    async def _position(self, graph: PDGraph, request: demand_pb2.EstimateRequest, input_tokens: int | None,
+                        output_tokens: int | None) -> RunPosition:
         """Where the run stands: its recorded steps (else ``done_steps``) and the step it is in."""
         recorded = await self._store.run_steps(graph.name, request.run_id) if request.run_id else []
         names = list(request.done_steps)
@@ -183,7 +186,7 @@ class DemandServicer(demand_pb2_grpc.DemandServiceServicer):
             require(not names, "current_step", "is required once the run has finished a step")
             current = graph.entry
         require_follows(graph, names[-1] if names else None, current, "current_step")
-        return RunPosition(current, recorded[-1] if recorded else None, input_tokens)
+        return RunPosition(current, recorded[-1] if recorded else None, input_tokens, output_tokens)
 
     async def _schedule(self, timers: PrewarmTimers, report: RunReport, knob: float) -> None:
         for decision in await self._decisions(report, knob):

@@ -68,6 +68,7 @@ class LiveRun:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     waiting: dict[str, StepExecution] = field(default_factory=dict)  # its requests not yet streaming
+    step_tokens: tuple[int | None, int | None] = (None, None)  # the current step's prompt and forecast lengths
 
     def notify(self) -> None:
         self.changed.set()
@@ -175,8 +176,10 @@ class ApplicationRuns:
 
     # ----- the steps of Generate ----------------------------------------------------------------
 
-    async def begin_step(self, run_id: str, step: str, request_id: str, input_tokens: int) -> StepTicket:
-        """A request of an LLM step arrives; its ticket carries the run's rank for the queue.
+    async def begin_step(self, run_id: str, step: str, request_id: str, input_tokens: int,
+                         forecast_tokens: float = 0.0) -> StepTicket:
+        """A request of an LLM step arrives, with the predictor's forecast of its output (0: none); its
+        ticket carries the run's rank for the queue.
 
         Raises:
             InvalidField: unknown run (``application_id``), a finished run, a step out of order.
@@ -193,7 +196,7 @@ class ApplicationRuns:
             if closed is not None:
                 await self._record(run, closed)
             if not joins:
-                await self._refresh(live, step, input_tokens)
+                await self._refresh(live, step, input_tokens, round(forecast_tokens) if forecast_tokens > 0 else None)
             live.waiting[request_id] = execution
             live.notify()
         return StepTicket(run_id, execution, live.rank, live.run.deadline_s)
@@ -237,7 +240,7 @@ class ApplicationRuns:
                 current = live.run.current
                 if current is None or live.run.finished:
                     continue
-                await self._refresh(live, current.step)
+                await self._refresh(live, current.step, *live.step_tokens)  # the same position: the kept estimate
                 for request_id in list(live.waiting):
                     revised += self._revise(request_id, live.rank.gittins_rank, live.rank.remaining_s)
                 live.notify()
@@ -272,13 +275,15 @@ class ApplicationRuns:
                 raise InvalidField("step", refused.rule) from refused
             raise
 
-    async def _refresh(self, live: LiveRun, step: str, input_tokens: int | None = None) -> None:
+    async def _refresh(self, live: LiveRun, step: str, input_tokens: int | None = None,
+                       output_tokens: int | None = None) -> None:
         """The run is in ``step``: tells the demand service (which prewarms on it) and takes its rank."""
         run = live.run
         now = self._clock()
+        live.step_tokens = (input_tokens, output_tokens)
         estimate = await self._estimate(demand_pb2.EstimateRequest(
             application=run.application, run_id=run.run_id, current_step=step, attained_s=run.attained_s(now),
-            deadline_in_s=run.deadline_in_s(now), input_tokens=input_tokens))
+            deadline_in_s=run.deadline_in_s(now), input_tokens=input_tokens, output_tokens=output_tokens))
         live.rank.gittins_rank = estimate.gittins_rank
         live.rank.remaining_s = estimate.mean_remaining_s
 
