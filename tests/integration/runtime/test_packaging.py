@@ -52,7 +52,8 @@ def test_wheel_installs_with_its_declared_dependencies_in_a_bare_venv_and_runs_u
     base = free_port_block(20)
     env = {**os.environ, "FORETHOUGHT_CACHE": str(tmp_path / "cache"), "PATH": f"{env_dir / 'bin'}:{os.environ['PATH']}"}
     env.pop("PYTHONPATH", None)
-    up = subprocess.Popen([str(env_dir / "bin" / "forethought"), "up", "--engine", "sim", "--base-port", str(base)],
+    up = subprocess.Popen([str(env_dir / "bin" / "forethought"), "up", "--engine", "sim", "--base-port", str(base),
+                           "--http-port", str(base + 5)],
                           cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         output = read_until_ready(up)
