@@ -15,8 +15,10 @@ import grpc
 from forethought.services import SERVICE_NAMES
 
 if TYPE_CHECKING:
+    from forethought.client import AsyncForethoughtClient
+    from forethought.domain import Usage
     from forethought.planner.job_file import JobFile
-    from forethought.v1 import common_pb2, planner_pb2, scheduler_pb2, scheduler_pb2_grpc
+    from forethought.v1 import planner_pb2
 
 DEFAULT_SCHEDULER = "127.0.0.1:50051"
 DEFAULT_WORKERS = {"vllm": 1, "sim": 2}
@@ -48,64 +50,49 @@ def _up(args: argparse.Namespace) -> int:
     ), stop)
 
 
-def generate_request(args: argparse.Namespace) -> scheduler_pb2.GenerateRequest:
-    """A chat turn through the model's chat template, or with ``--raw`` the text as a plain completion."""
-    from forethought.v1 import common_pb2, scheduler_pb2
-
-    request = scheduler_pb2.GenerateRequest(
-        model=args.model, max_tokens=args.max_tokens, return_text=True,
-        sampling=common_pb2.SamplingParams(temperature=args.temperature),
-        service_class=common_pb2.SERVICE_CLASS_BEST_EFFORT,
-    )
-    if args.raw:
-        request.text = args.text
-    else:
-        if args.system:
-            request.chat.messages.add(role="system", content=args.system)
-        request.chat.messages.add(role="user", content=args.text)
-    return request
-
-
 async def _generate(args: argparse.Namespace) -> int:
-    from forethought.rpc.channels import open_channel
-    from forethought.v1 import common_pb2, scheduler_pb2_grpc
+    """A chat turn through the model's chat template, or with ``--raw`` the text as a plain completion."""
+    from forethought.client import AsyncForethoughtClient, ChatMessage, ClientError
+    from forethought.domain import SamplingParams, ServiceClass, Usage
 
-    async with open_channel(args.scheduler) as channel:
-        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+    chat = None if args.raw else [*([ChatMessage("system", args.system)] if args.system else []), ChatMessage("user", args.text)]
+    async with AsyncForethoughtClient(args.scheduler, timeout_s=args.timeout) as client:
         tokens, worker_id, forecast = 0, "", 0.0
         try:
-            async for reply in scheduler.Generate(generate_request(args), timeout=args.timeout):
-                tokens += len(reply.token_ids)
-                worker_id = reply.worker_id or worker_id
-                forecast = reply.predicted_output_tokens or forecast
-                print(reply.text, end="", flush=True)
-                if reply.finish_reason:
-                    engine = await _engine_of(scheduler, worker_id)
-                    print("\n" + generation_footer(tokens, reply.usage, forecast, worker_id, engine,
-                                                   common_pb2.FinishReason.Name(reply.finish_reason)))
-        except grpc.aio.AioRpcError as error:
-            print(f"\nforethought generate: {error.code().name}: {error.details()}", file=sys.stderr)
+            async for chunk in client.generate(
+                    model=args.model, max_tokens=args.max_tokens, prompt=args.text if args.raw else None, chat=chat,
+                    sampling=SamplingParams(temperature=args.temperature), service_class=ServiceClass.BE):
+                tokens += len(chunk.token_ids)
+                worker_id = chunk.worker_id or worker_id
+                forecast = chunk.predicted_output_tokens or forecast
+                print(chunk.text, end="", flush=True)
+                if chunk.finish_reason is not None:
+                    engine = await _engine_of(client, worker_id)
+                    usage = chunk.usage or Usage(0, 0, 0, 0.0)  # a request cancelled while it waited ran nothing
+                    print("\n" + generation_footer(tokens, usage, forecast, worker_id, engine, chunk.finish_reason.name))
+        except ClientError as error:
+            print(f"\nforethought generate: {error.code.name}: {error.message}", file=sys.stderr)
             return 1
     return 0
 
 
-async def _engine_of(scheduler: scheduler_pb2_grpc.SchedulerServiceStub, worker_id: str) -> str:
+async def _engine_of(client: AsyncForethoughtClient, worker_id: str) -> str:
     """The engine kind of ``worker_id`` as the scheduler lists it; empty when it cannot be told."""
-    from forethought.v1 import scheduler_pb2
+    from forethought.client import ClientError
 
     try:
-        reply = await scheduler.ListWorkers(scheduler_pb2.ListWorkersRequest(), timeout=5)
-    except grpc.aio.AioRpcError:
+        workers = await client.list_workers(timeout_s=5)
+    except ClientError:
         return ""
-    return next((worker.engine for worker in reply.workers if worker.worker_id == worker_id), "")
+    return next((worker.engine for worker in workers if worker.worker_id == worker_id), "")
 
 
-def generation_footer(tokens: int, usage: common_pb2.Usage, forecast: float, worker_id: str, engine: str, finish: str) -> str:
+def generation_footer(tokens: int, usage: Usage, forecast: float, worker_id: str, engine: str, finish: str) -> str:
     """The line under a streamed answer: size, cache, forecast, latency, where it ran and why it ended."""
     parts = [f"{tokens} tokens", f"prompt {usage.prompt_tokens} (cached {usage.cached_prompt_tokens})",
              f"forecast {forecast:.0f}" if forecast else "no forecast (ordered FCFS)",
              f"ttft {usage.ttft_s * 1000:.0f} ms", f"{worker_id} ({engine or 'engine unknown'})",
-             f"finish {finish.removeprefix('FINISH_REASON_')}"]
+             f"finish {finish}"]
     footer = "[" + "; ".join(parts) + "]"
     if engine in NOT_TEXT_ENGINES:
         footer += f"\n[the {engine} engine makes token ids for load tests, not text: `forethought up` without --engine serves real text]"

@@ -19,7 +19,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("costmodel", "scheduling", "models", "predict", "rpc"),
     ("backends", "sim", "demand"),
     ("prewarm", "planner", "appsim"),
-    ("services",),
+    ("services", "client"),
     ("launcher", "application_runner"),
     ("cli",),
 )

@@ -16,15 +16,15 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.http.conftest import MODEL, Mesh, http_json, list_workers, wait_until
+from tests.integration.live_mesh import MODEL, Mesh, http_json, list_workers, wait_until
 
 
-def client(mesh: Mesh, **options: object) -> openai.OpenAI:
-    return openai.OpenAI(base_url=mesh.base_url, api_key="unused", max_retries=0, **options)
+def client(sim_mesh: Mesh, **options: object) -> openai.OpenAI:
+    return openai.OpenAI(base_url=sim_mesh.base_url, api_key="unused", max_retries=0, **options)
 
 
-def test_a_chat_completion_answers_text_with_usage_and_where_it_ran(mesh: Mesh):
-    reply = client(mesh).chat.completions.create(
+def test_a_chat_completion_answers_text_with_usage_and_where_it_ran(sim_mesh: Mesh):
+    reply = client(sim_mesh).chat.completions.create(
         model=MODEL, messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello there"}],
         max_tokens=6, temperature=0, extra_body={"ignore_eos": True})
     assert reply.object == "chat.completion" and reply.id.startswith("chatcmpl-")
@@ -39,8 +39,8 @@ def test_a_chat_completion_answers_text_with_usage_and_where_it_ran(mesh: Mesh):
     assert extra["request_id"] == reply.id and extra["worker_id"] in {"w0", "w1"}
 
 
-def test_a_completion_takes_text_or_token_ids(mesh: Mesh):
-    api = client(mesh)
+def test_a_completion_takes_text_or_token_ids(sim_mesh: Mesh):
+    api = client(sim_mesh)
     text = api.completions.create(model=MODEL, prompt="The capital of France is", max_tokens=4,
                                   extra_body={"ignore_eos": True})
     assert text.object == "text_completion" and text.id.startswith("cmpl-")
@@ -49,8 +49,8 @@ def test_a_completion_takes_text_or_token_ids(mesh: Mesh):
     assert ids.usage.prompt_tokens == 40 and ids.usage.completion_tokens == 3
 
 
-async def test_the_async_client_streams_chunks_and_a_last_usage_chunk(mesh: Mesh):
-    api = openai.AsyncOpenAI(base_url=mesh.base_url, api_key="unused", max_retries=0)
+async def test_the_async_client_streams_chunks_and_a_last_usage_chunk(sim_mesh: Mesh):
+    api = openai.AsyncOpenAI(base_url=sim_mesh.base_url, api_key="unused", max_retries=0)
     stream = await api.chat.completions.create(
         model=MODEL, messages=[{"role": "user", "content": "Count to ten"}], max_tokens=8, stream=True,
         stream_options={"include_usage": True}, extra_body={"ignore_eos": True})
@@ -65,9 +65,9 @@ async def test_the_async_client_streams_chunks_and_a_last_usage_chunk(mesh: Mesh
     assert len({chunk.id for chunk in chunks}) == 1
 
 
-def test_several_async_calls_at_once_each_get_their_own_answer(mesh: Mesh):
+def test_several_async_calls_at_once_each_get_their_own_answer(sim_mesh: Mesh):
     async def many() -> list[int]:
-        api = openai.AsyncOpenAI(base_url=mesh.base_url, api_key="unused", max_retries=0)
+        api = openai.AsyncOpenAI(base_url=sim_mesh.base_url, api_key="unused", max_retries=0)
         replies = await asyncio.gather(*(api.completions.create(model=MODEL, prompt=f"Item {n}:", max_tokens=n,
                                                                 extra_body={"ignore_eos": True}) for n in range(1, 6)))
         await api.close()
@@ -76,8 +76,8 @@ def test_several_async_calls_at_once_each_get_their_own_answer(mesh: Mesh):
     assert asyncio.run(many()) == [1, 2, 3, 4, 5]
 
 
-def test_forethought_fields_travel_in_the_body_and_as_headers(mesh: Mesh):
-    api = client(mesh)
+def test_forethought_fields_travel_in_the_body_and_as_headers(sim_mesh: Mesh):
+    api = client(sim_mesh)
     in_body = api.completions.create(model=MODEL, prompt="Hi", max_tokens=2, extra_body={
         "service_class": "rt", "slo": {"ttft_s": 5, "tpot_s": 1}, "deadline": "2030-01-01T00:00:00Z", "ignore_eos": True})
     assert in_body.usage.completion_tokens == 2
@@ -85,14 +85,14 @@ def test_forethought_fields_travel_in_the_body_and_as_headers(mesh: Mesh):
         "X-Forethought-Service-Class": "rt", "X-Forethought-Slo-Ttft-S": "5", "X-Forethought-Deadline": str(time.time() + 60)})
     assert in_headers.usage.completion_tokens == 2
     # A real-time request needs an objective: the scheduler's rule, answered as OpenAI's error.
-    status, _, body = http_json("POST", f"{mesh.base_url}/completions", {"model": MODEL, "prompt": "Hi", "max_tokens": 2},
+    status, _, body = http_json("POST", f"{sim_mesh.base_url}/completions", {"model": MODEL, "prompt": "Hi", "max_tokens": 2},
                                 {"X-Forethought-Service-Class": "rt"})
     assert status == 400 and body["error"]["param"] == "slo", body
     # The scheduler looks the application run up: its refusal shows the id arrived, from the body or a header,
     # and a body field wins over its header.
     for extra_body, headers in (({"application_id": "run-b", "step": "plan"}, {"X-Forethought-Application-Id": "run-h"}),
                                 ({}, {"X-Forethought-Application-Id": "run-h", "X-Forethought-Step": "plan"})):
-        status, _, body = http_json("POST", f"{mesh.base_url}/completions",
+        status, _, body = http_json("POST", f"{sim_mesh.base_url}/completions",
                                     {"model": MODEL, "prompt": "Hi", "max_tokens": 2, **extra_body}, headers)
         expected = extra_body.get("application_id", "run-h")
         assert status == 404 and f"'{expected}'" in body["error"]["message"], body
@@ -111,44 +111,44 @@ def test_forethought_fields_travel_in_the_body_and_as_headers(mesh: Mesh):
     ({"model": MODEL, "prompt": "Hi", "logprobs": 2}, "logprobs", "not supported"),
 ], ids=["scheduler-range", "scheduler-sampling", "engine-stop", "n", "prompt-type", "model-missing", "service-class",
         "deadline", "step-without-application", "unsupported"])
-def test_a_bad_field_answers_400_naming_the_openai_parameter(mesh: Mesh, body: dict, param: str, message: str):
+def test_a_bad_field_answers_400_naming_the_openai_parameter(sim_mesh: Mesh, body: dict, param: str, message: str):
     with pytest.raises(openai.BadRequestError) as refused:
-        client(mesh).post("/completions", body=body, cast_to=object)  # extra fields too, as sent
+        client(sim_mesh).post("/completions", body=body, cast_to=object)  # extra fields too, as sent
     error = refused.value.body
     assert refused.value.status_code == 400
     assert error["param"] == param and message in error["message"] and error["type"] == "invalid_request_error", error
 
 
-def test_the_front_doors_own_refusals_share_the_error_shape(mesh: Mesh):
-    status, _, body = http_json("POST", f"{mesh.base_url}/chat/completions", b"{not json")
+def test_the_front_doors_own_refusals_share_the_error_shape(sim_mesh: Mesh):
+    status, _, body = http_json("POST", f"{sim_mesh.base_url}/chat/completions", b"{not json")
     assert status == 400 and body["error"]["code"] == "invalid_argument" and "not JSON" in body["error"]["message"]
-    status, _, body = http_json("POST", f"{mesh.base_url}/chat/completions", ["a list"])
+    status, _, body = http_json("POST", f"{sim_mesh.base_url}/chat/completions", ["a list"])
     assert status == 400 and body["error"]["param"] == "body"
-    status, _, body = http_json("POST", f"{mesh.base_url}/chat/completions",
+    status, _, body = http_json("POST", f"{sim_mesh.base_url}/chat/completions",
                                 {"model": MODEL, "messages": [{"role": "robot", "content": "hi"}]})
     assert status == 400 and body["error"]["param"] == "messages[0].role"
-    status, _, body = http_json("GET", f"{mesh.base_url}/nowhere")
+    status, _, body = http_json("GET", f"{sim_mesh.base_url}/nowhere")
     assert status == 404 and body["error"]["type"] == "not_found_error"
 
 
-def test_an_unknown_model_is_404(mesh: Mesh):
+def test_an_unknown_model_is_404(sim_mesh: Mesh):
     with pytest.raises(openai.NotFoundError) as missing:
-        client(mesh).chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "hi"}], max_tokens=2)
+        client(sim_mesh).chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "hi"}], max_tokens=2)
     assert missing.value.body["code"] == "not_found" and "no-such-model" in missing.value.body["message"]
 
 
-def test_models_lists_what_the_workers_serve_and_health_and_ready_answer(mesh: Mesh):
-    models = client(mesh).models.list()
+def test_models_lists_what_the_workers_serve_and_health_and_ready_answer(sim_mesh: Mesh):
+    models = client(sim_mesh).models.list()
     assert [model.id for model in models.data] == [MODEL]
-    assert http_json("GET", f"{mesh.http}/health")[0] == 200
-    status, _, body = http_json("GET", f"{mesh.http}/ready")
-    assert status == 200 and body["scheduler"] == mesh.scheduler
+    assert http_json("GET", f"{sim_mesh.http}/health")[0] == 200
+    status, _, body = http_json("GET", f"{sim_mesh.http}/ready")
+    assert status == 200 and body["scheduler"] == sim_mesh.scheduler
 
 
-def test_curl_streams_server_sent_events_ending_in_done(mesh: Mesh):
+def test_curl_streams_server_sent_events_ending_in_done(sim_mesh: Mesh):
     body = json.dumps({"model": MODEL, "prompt": "Once upon a time", "max_tokens": 5, "stream": True,
                        "stream_options": {"include_usage": True}, "ignore_eos": True})
-    curl = subprocess.run(["curl", "-sS", "-N", "-D", "-", f"{mesh.base_url}/completions", "-H", "Content-Type: application/json",
+    curl = subprocess.run(["curl", "-sS", "-N", "-D", "-", f"{sim_mesh.base_url}/completions", "-H", "Content-Type: application/json",
                            "-d", body], capture_output=True, text=True, timeout=60)
     assert curl.returncode == 0, curl.stderr
     head, _, events = curl.stdout.partition("\n\n")  # text mode reads curl's CRLF as LF
@@ -160,26 +160,26 @@ def test_curl_streams_server_sent_events_ending_in_done(mesh: Mesh):
     assert chunks[-2]["choices"][0]["finish_reason"] == "length"
 
 
-def scheduler_metric(mesh: Mesh, name: str, **labels: str) -> float:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{mesh.scheduler_metrics_port}/metrics", timeout=5).read().decode()
+def scheduler_metric(sim_mesh: Mesh, name: str, **labels: str) -> float:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{sim_mesh.scheduler_metrics_port}/metrics", timeout=5).read().decode()
     return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
                if sample.name == name and labels.items() <= sample.labels.items())
 
 
-def running_on_workers(mesh: Mesh) -> int:
+def running_on_workers(sim_mesh: Mesh) -> int:
     return sum(worker.load.real_time.running + worker.load.best_effort.running
-               + worker.load.real_time.waiting + worker.load.best_effort.waiting for worker in list_workers(mesh.scheduler))
+               + worker.load.real_time.waiting + worker.load.best_effort.waiting for worker in list_workers(sim_mesh.scheduler))
 
 
-def test_closing_the_stream_cancels_the_request_on_its_worker(mesh: Mesh):
+def test_closing_the_stream_cancels_the_request_on_its_worker(sim_mesh: Mesh):
     cancelled = {"service": "SchedulerService", "method": "Generate", "code": "CANCELLED"}
-    before = scheduler_metric(mesh, "forethought_rpc_requests_total", **cancelled)
-    stream = client(mesh).completions.create(model=MODEL, prompt="Tell a very long story", max_tokens=20_000, stream=True,
+    before = scheduler_metric(sim_mesh, "forethought_rpc_requests_total", **cancelled)
+    stream = client(sim_mesh).completions.create(model=MODEL, prompt="Tell a very long story", max_tokens=20_000, stream=True,
                                              extra_body={"ignore_eos": True})
     texts = [next(stream).choices[0].text for _ in range(3)]
     assert all(texts)
-    wait_until(lambda: running_on_workers(mesh) == 1, "the request shows in its worker's load")
+    wait_until(lambda: running_on_workers(sim_mesh) == 1, "the request shows in its worker's load")
     stream.close()
-    wait_until(lambda: scheduler_metric(mesh, "forethought_rpc_requests_total", **cancelled) == before + 1,
+    wait_until(lambda: scheduler_metric(sim_mesh, "forethought_rpc_requests_total", **cancelled) == before + 1,
                "the scheduler's Generate call ends CANCELLED")
-    wait_until(lambda: running_on_workers(mesh) == 0, "the worker let the request go")
+    wait_until(lambda: running_on_workers(sim_mesh) == 0, "the worker let the request go")

@@ -8,7 +8,7 @@ import openai
 import pytest
 from forethought.cluster.redis_server import RedisProcess
 
-from tests.integration.http.conftest import MODEL, start_mesh, stop_mesh
+from tests.integration.live_mesh import MODEL, start_mesh, stop_mesh
 
 
 @pytest.mark.slow

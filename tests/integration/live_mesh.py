@@ -1,5 +1,5 @@
-"""A live sim mesh (tokenizer, scheduler, two sim workers) with the HTTP front door, each a real process,
-shared by the tests of a module."""
+"""A live mesh for the tests of the doors users come through: tokenizer, workers (sim by default),
+a scheduler with metrics and the HTTP front door, each a real process; and small helpers to read it."""
 
 from __future__ import annotations
 
@@ -12,13 +12,12 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
-import pytest
-from forethought.cluster.redis_server import RedisProcess, free_port
+from forethought.cluster.redis_server import free_port
 from forethought.rpc.channels import wait_until_serving
 from forethought.v1 import scheduler_pb2, scheduler_pb2_grpc
 
@@ -118,13 +117,6 @@ def stop_mesh(mesh: Mesh) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-
-
-@pytest.fixture(scope="module")
-def mesh(redis_server: RedisProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
-    started = start_mesh(redis_server.url, tmp_path_factory.mktemp("mesh"))
-    yield started
-    stop_mesh(started)
 
 
 def http_json(method: str, url: str, body: object | None = None, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], dict]:

@@ -1,0 +1,213 @@
+"""``AsyncForethoughtClient`` and ``ForethoughtClient``: the scheduler's gRPC API as typed Python calls.
+
+Every call has a deadline (``timeout_s``, per call or the client's default), carries the active trace
+context, and is retried by ``forethought.client.retry``'s rules: only before the first chunk reached the
+caller, only for UNAVAILABLE and RESOURCE_EXHAUSTED, waiting the server's hint when it sent one. The
+blocking client runs the async one on an event loop of its own, in a background thread, so both behave
+the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
+from datetime import datetime
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+import grpc
+
+from forethought.client.requests import Chat, ServiceLevelObjective, generate_request
+from forethought.client.results import Chunk, ClientError, Completion, Worker
+from forethought.client.retry import RetryPolicy, retry_delay
+from forethought.domain import SamplingParams, ServiceClass
+from forethought.rpc.channels import open_channel
+from forethought.rpc.errors import retry_delay_of
+from forethought.telemetry.tracing import trace_metadata
+from forethought.v1 import scheduler_pb2, scheduler_pb2_grpc
+
+T = TypeVar("T")
+P = ParamSpec("P")
+DEFAULT_RETRY = RetryPolicy()
+
+
+class AsyncForethoughtClient:
+    """The scheduler's API for asyncio code; use it as ``async with AsyncForethoughtClient(address) as client``.
+
+    Args:
+        address: the scheduler's host:port.
+        timeout_s: the default deadline of each call, in seconds (a call's own ``timeout_s`` wins); None: none.
+        retry: how failed calls are retried.
+    """
+
+    def __init__(self, address: str, *, timeout_s: float | None = 120.0, retry: RetryPolicy = DEFAULT_RETRY,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        self._channel = open_channel(address, traced=False)
+        self._stub = scheduler_pb2_grpc.SchedulerServiceStub(self._channel)
+        self._timeout_s = timeout_s
+        self._retry = retry
+        self._clock = clock
+        self._sleep = sleep
+
+    async def __aenter__(self) -> AsyncForethoughtClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def generate(self, *, model: str, max_tokens: int, prompt: str | None = None,
+                       token_ids: Sequence[int] | None = None, chat: Chat | None = None,
+                       sampling: SamplingParams | None = None, service_class: ServiceClass | None = None,
+                       slo: ServiceLevelObjective | None = None, deadline: datetime | float | None = None,
+                       application_id: str = "", step: str = "", request_id: str = "", return_text: bool = True,
+                       timeout_s: float | None = None) -> AsyncIterator[Chunk]:
+        """Streams the answer chunk by chunk; exactly one of ``prompt``, ``token_ids`` and ``chat``.
+
+        ``deadline`` is the scheduler's finish-by time (it orders by least slack); ``timeout_s`` is when this
+        call gives up. Leaving the loop early cancels the request on its worker.
+
+        Raises:
+            ClientError: the call failed (after the retries its status allows).
+            forethought.domain.InvalidField: the arguments break a rule checked before sending.
+        """
+        request = generate_request(
+            model=model, max_tokens=max_tokens, prompt=prompt, token_ids=token_ids, chat=chat, sampling=sampling,
+            service_class=service_class, slo=slo, deadline=deadline, application_id=application_id, step=step,
+            request_id=request_id or uuid.uuid4().hex, return_text=return_text)
+        ends = self._ends(timeout_s)
+        attempt = 1
+        while True:
+            streamed = False
+            call = self._stub.Generate(request, timeout=self._remaining(ends), metadata=trace_metadata())
+            try:
+                async for reply in call:
+                    streamed = True
+                    yield Chunk.of(reply)
+                return
+            except grpc.aio.AioRpcError as error:
+                delay = retry_delay(self._retry, attempt, error.code().name, retry_delay_of(error), streamed, self._remaining(ends))
+                if delay is None:
+                    raise ClientError.of(error, attempt) from error
+            finally:
+                call.cancel()  # the caller left the loop early (or the stream ended): the worker lets go
+            await self._sleep(delay)
+            attempt += 1
+
+    async def complete(self, *, model: str, max_tokens: int, prompt: str | None = None,
+                       token_ids: Sequence[int] | None = None, chat: Chat | None = None,
+                       sampling: SamplingParams | None = None, service_class: ServiceClass | None = None,
+                       slo: ServiceLevelObjective | None = None, deadline: datetime | float | None = None,
+                       application_id: str = "", step: str = "", request_id: str = "", return_text: bool = True,
+                       timeout_s: float | None = None) -> Completion:
+        """The whole answer of ``generate`` (same arguments): text, token ids, usage, finish reason, worker, forecast."""
+        return Completion.of([chunk async for chunk in self.generate(
+            model=model, max_tokens=max_tokens, prompt=prompt, token_ids=token_ids, chat=chat, sampling=sampling,
+            service_class=service_class, slo=slo, deadline=deadline, application_id=application_id, step=step,
+            request_id=request_id, return_text=return_text, timeout_s=timeout_s)])
+
+    async def cancel(self, request_id: str, *, timeout_s: float | None = None) -> bool:
+        """Cancels a request another connection streams; False when it was unknown or already finished."""
+        reply = await self._unary(self._stub.Cancel, scheduler_pb2.CancelRequest(request_id=request_id), timeout_s)
+        return bool(reply.cancelled)
+
+    async def list_workers(self, model: str = "", *, timeout_s: float | None = None) -> list[Worker]:
+        """Every worker the scheduler knows (those serving ``model`` when given), with health and load."""
+        reply = await self._unary(self._stub.ListWorkers, scheduler_pb2.ListWorkersRequest(model=model), timeout_s)
+        return [Worker.of(info) for info in reply.workers]
+
+    async def _unary(self, method: Callable[..., Awaitable[Any]], request: Any, timeout_s: float | None) -> Any:
+        ends = self._ends(timeout_s)
+        attempt = 1
+        while True:
+            try:
+                return await method(request, timeout=self._remaining(ends), metadata=trace_metadata())
+            except grpc.aio.AioRpcError as error:
+                delay = retry_delay(self._retry, attempt, error.code().name, retry_delay_of(error), False, self._remaining(ends))
+                if delay is None:
+                    raise ClientError.of(error, attempt) from error
+            await self._sleep(delay)
+            attempt += 1
+
+    def _ends(self, timeout_s: float | None) -> float | None:
+        timeout_s = timeout_s if timeout_s is not None else self._timeout_s
+        return None if timeout_s is None else self._clock() + timeout_s
+
+    def _remaining(self, ends: float | None) -> float | None:
+        return None if ends is None else max(0.0, ends - self._clock())
+
+
+def _blocking(method: Callable[Concatenate[AsyncForethoughtClient, P], Coroutine[Any, Any, T]]
+              ) -> Callable[Concatenate[ForethoughtClient, P], T]:
+    """A method of the async client, as a blocking method of ``ForethoughtClient``."""
+
+    def call(self: ForethoughtClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._run(method(self._client, *args, **kwargs))
+
+    call.__doc__ = method.__doc__
+    return call
+
+
+def _blocking_stream(method: Callable[Concatenate[AsyncForethoughtClient, P], AsyncIterator[T]]
+                     ) -> Callable[Concatenate[ForethoughtClient, P], Iterator[T]]:
+    """An async generator method of the async client, as a blocking iterator of ``ForethoughtClient``."""
+
+    def call(self: ForethoughtClient, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
+        stream = method(self._client, *args, **kwargs)
+
+        async def next_item() -> T:
+            return await anext(stream)
+
+        try:
+            while True:
+                try:
+                    yield self._run(next_item())
+                except StopAsyncIteration:
+                    return
+        finally:
+            self._run(stream.aclose())  # type: ignore[attr-defined]  # an async generator: stops the call
+
+    call.__doc__ = method.__doc__
+    return call
+
+
+class ForethoughtClient:
+    """The scheduler's API for blocking code, with the async client's methods and rules; use it as
+    ``with ForethoughtClient(address) as client`` (arguments as ``AsyncForethoughtClient``)."""
+
+    def __init__(self, address: str, *, timeout_s: float | None = 120.0, retry: RetryPolicy = DEFAULT_RETRY) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="forethought-client", daemon=True)
+        self._thread.start()
+
+        async def create() -> AsyncForethoughtClient:  # the channel belongs to the loop it is made in
+            return AsyncForethoughtClient(address, timeout_s=timeout_s, retry=retry)
+
+        self._client = self._run(create())
+
+    def __enter__(self) -> ForethoughtClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        self._run(self._client.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    generate = _blocking_stream(AsyncForethoughtClient.generate)
+    complete = _blocking(AsyncForethoughtClient.complete)
+    cancel = _blocking(AsyncForethoughtClient.cancel)
+    list_workers = _blocking(AsyncForethoughtClient.list_workers)

@@ -1,0 +1,70 @@
+"""The scheduler's ``GenerateRequest`` from typed arguments: a prompt as text, token ids or a chat, the
+length, sampling, and Forethought's fields (service class and objectives, deadline, application step)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from forethought.domain import InvalidField, SamplingParams, ServiceClass, require
+from forethought.rpc import convert
+from forethought.v1 import scheduler_pb2
+
+
+@dataclass(frozen=True)
+class ServiceLevelObjective:
+    """A real-time request's objectives, in seconds; 0 means none."""
+
+    ttft_s: float = 0.0
+    tpot_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: str  # "system", "user" or "assistant"
+    content: str
+
+
+Chat = Sequence[ChatMessage | tuple[str, str]]
+"""Chat messages, as ``ChatMessage`` or ``(role, content)`` pairs."""
+
+
+def generate_request(*, model: str, max_tokens: int, prompt: str | None = None, token_ids: Sequence[int] | None = None,
+                     chat: Chat | None = None, sampling: SamplingParams | None = None,
+                     service_class: ServiceClass | None = None, slo: ServiceLevelObjective | None = None,
+                     deadline: datetime | float | None = None, application_id: str = "", step: str = "",
+                     request_id: str = "", return_text: bool = True) -> scheduler_pb2.GenerateRequest:
+    """The request; exactly one of ``prompt``, ``token_ids`` and ``chat``; ``deadline``: an aware datetime
+    or unix seconds. The scheduler checks the rest of the rules and names the field it refuses."""
+    given = [name for name, value in (("prompt", prompt), ("token_ids", token_ids), ("chat", chat)) if value is not None]
+    require(len(given) == 1, "prompt", f"give exactly one of prompt, token_ids or chat (got {', '.join(given) or 'none'})")
+    request = scheduler_pb2.GenerateRequest(
+        request_id=request_id, model=model, max_tokens=max_tokens, return_text=return_text,
+        application_id=application_id, step=step,
+    )
+    if prompt is not None:
+        request.text = prompt
+    elif token_ids is not None:
+        request.token_ids.ids.extend(token_ids)
+    else:
+        for message in chat or ():
+            role, content = (message.role, message.content) if isinstance(message, ChatMessage) else message
+            request.chat.messages.add(role=role, content=content)
+    if sampling is not None:
+        request.sampling.CopyFrom(convert.sampling_to_proto(sampling))
+    if service_class is not None:
+        request.service_class = convert.service_class_to_proto(service_class)
+    if slo is not None:
+        request.slo.ttft_s, request.slo.tpot_s = slo.ttft_s, slo.tpot_s
+    if deadline is not None:
+        request.deadline.FromNanoseconds(round(_unix_seconds(deadline) * 1e9))
+    return request
+
+
+def _unix_seconds(deadline: datetime | float) -> float:
+    if isinstance(deadline, datetime):
+        if deadline.tzinfo is None:
+            raise InvalidField("deadline", "a datetime needs its time zone")
+        return deadline.timestamp()
+    return float(deadline)

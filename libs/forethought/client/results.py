@@ -1,0 +1,101 @@
+"""What the client hands back: streamed chunks, a whole completion, workers, and errors, as typed values
+instead of protobuf messages."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import grpc
+
+from forethought.domain import EngineStats, FinishReason, Usage
+from forethought.rpc import convert
+from forethought.rpc.errors import invalid_argument_of, retry_delay_of
+from forethought.v1 import scheduler_pb2
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One message of a ``Generate`` stream: the tokens since the previous one and their text; the first
+    names the worker and the forecast, the last the finish reason and usage."""
+
+    request_id: str
+    token_ids: tuple[int, ...]
+    text: str
+    worker_id: str = ""
+    predicted_output_tokens: float = 0.0  # the predictor's forecast of the output length; 0: none
+    finish_reason: FinishReason | None = None
+    usage: Usage | None = None
+    queue_s: float = 0.0  # time the request waited before running (last chunk)
+
+    @classmethod
+    def of(cls, reply: scheduler_pb2.GenerateResponse) -> Chunk:
+        usage = convert.usage_from_proto(reply.usage) if reply.HasField("usage") else None
+        return cls(reply.request_id, tuple(reply.token_ids), reply.text, reply.worker_id, reply.predicted_output_tokens,
+                   convert.finish_from_proto(reply.finish_reason), usage, reply.usage.queue_s)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A whole answer."""
+
+    request_id: str
+    text: str
+    token_ids: tuple[int, ...]
+    finish_reason: FinishReason | None
+    usage: Usage | None
+    worker_id: str
+    forecast: float  # the predictor's forecast of the output length; 0: none
+    queue_s: float
+
+    @classmethod
+    def of(cls, chunks: Iterable[Chunk]) -> Completion:
+        chunks = list(chunks)
+        last = chunks[-1] if chunks else Chunk("", (), "")
+        return cls(
+            request_id=last.request_id, text="".join(chunk.text for chunk in chunks),
+            token_ids=tuple(token for chunk in chunks for token in chunk.token_ids), finish_reason=last.finish_reason,
+            usage=last.usage, worker_id=next((chunk.worker_id for chunk in reversed(chunks) if chunk.worker_id), ""),
+            forecast=next((chunk.predicted_output_tokens for chunk in chunks if chunk.predicted_output_tokens), 0.0),
+            queue_s=last.queue_s,
+        )
+
+
+@dataclass(frozen=True)
+class Worker:
+    """A worker as the scheduler lists it."""
+
+    worker_id: str
+    address: str
+    model: str
+    engine: str
+    capacity: int
+    health: str  # SERVING, DRAINING or UNHEALTHY
+    load: EngineStats
+    heartbeat_age_s: float
+
+    @classmethod
+    def of(cls, info: scheduler_pb2.WorkerInfo) -> Worker:
+        return cls(info.worker_id, info.address, info.model, info.engine, info.capacity,
+                   scheduler_pb2.WorkerHealth.Name(info.health).removeprefix("WORKER_HEALTH_"),
+                   convert.load_from_proto(info.load), info.heartbeat_age_s)
+
+
+class ClientError(Exception):
+    """A call failed: its gRPC status ``code`` and ``message``; ``field`` names the refused field of an
+    INVALID_ARGUMENT, ``retry_after_s`` is the server's hint of a RESOURCE_EXHAUSTED; ``attempts`` made."""
+
+    def __init__(self, code: grpc.StatusCode, message: str, field: str = "", retry_after_s: float | None = None,
+                 attempts: int = 1) -> None:
+        super().__init__(f"{code.name}: {message}")
+        self.code = code
+        self.message = message
+        self.field = field
+        self.retry_after_s = retry_after_s
+        self.attempts = attempts
+
+    @classmethod
+    def of(cls, error: grpc.aio.AioRpcError, attempts: int = 1) -> ClientError:
+        code = error.code()
+        field = invalid_argument_of(error).field if code == grpc.StatusCode.INVALID_ARGUMENT else ""
+        return cls(code, error.details() or code.name, field, retry_delay_of(error), attempts)

@@ -1,0 +1,61 @@
+"""The client's typed requests and results: arguments to ``GenerateRequest``, replies to chunks and completions."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from forethought.client import ChatMessage, Chunk, Completion, ServiceLevelObjective, generate_request
+from forethought.domain import FinishReason, InvalidField, SamplingParams, ServiceClass, Usage
+from forethought.v1 import common_pb2, scheduler_pb2
+
+
+def test_a_chat_request_carries_every_field():
+    request = generate_request(
+        model="m", max_tokens=9, chat=[ChatMessage("system", "Be brief."), ("user", "Hi")],
+        sampling=SamplingParams(temperature=0.0, seed=7, stop=("END",)), service_class=ServiceClass.RT,
+        slo=ServiceLevelObjective(ttft_s=0.5, tpot_s=0.05), deadline=datetime(2030, 1, 1, tzinfo=UTC),
+        application_id="run-1", step="plan", request_id="r1")
+    assert (request.request_id, request.model, request.max_tokens, request.return_text) == ("r1", "m", 9, True)
+    assert [(m.role, m.content) for m in request.chat.messages] == [("system", "Be brief."), ("user", "Hi")]
+    assert (request.sampling.temperature, request.sampling.seed, list(request.sampling.stop)) == (0.0, 7, ["END"])
+    assert request.service_class == common_pb2.SERVICE_CLASS_REAL_TIME
+    assert (request.slo.ttft_s, request.slo.tpot_s) == (0.5, 0.05)
+    assert request.deadline.seconds == int(datetime(2030, 1, 1, tzinfo=UTC).timestamp())
+    assert (request.application_id, request.step) == ("run-1", "plan")
+
+
+def test_a_prompt_is_text_or_token_ids_and_unset_fields_stay_unset():
+    text = generate_request(model="m", max_tokens=1, prompt="Hello", deadline=1_900_000_000.5)
+    assert text.WhichOneof("prompt") == "text" and text.text == "Hello"
+    assert text.deadline.ToNanoseconds() == 1_900_000_000_500_000_000
+    assert not text.HasField("sampling") and text.service_class == common_pb2.SERVICE_CLASS_UNSPECIFIED
+    ids = generate_request(model="m", max_tokens=1, token_ids=[5, 6])
+    assert list(ids.token_ids.ids) == [5, 6]
+
+
+@pytest.mark.parametrize("prompts", [{}, {"prompt": "a", "token_ids": [1]}], ids=["none", "two"])
+def test_exactly_one_prompt_form(prompts):
+    with pytest.raises(InvalidField) as refused:
+        generate_request(model="m", max_tokens=1, **prompts)
+    assert refused.value.field == "prompt"
+
+
+def test_a_naive_datetime_deadline_is_refused():
+    with pytest.raises(InvalidField) as refused:
+        generate_request(model="m", max_tokens=1, prompt="a", deadline=datetime(2030, 1, 1))
+    assert refused.value.field == "deadline"
+
+
+def test_a_completion_gathers_its_chunks():
+    replies = [
+        scheduler_pb2.GenerateResponse(request_id="r", token_ids=[1, 2], text="Hel", worker_id="w0", predicted_output_tokens=40),
+        scheduler_pb2.GenerateResponse(request_id="r", token_ids=[3], text="lo"),
+        scheduler_pb2.GenerateResponse(request_id="r", finish_reason=common_pb2.FINISH_REASON_LENGTH, usage=common_pb2.Usage(
+            prompt_tokens=10, cached_prompt_tokens=4, output_tokens=3, ttft_s=0.1, queue_s=0.02)),
+    ]
+    chunks = [Chunk.of(reply) for reply in replies]
+    assert chunks[0].finish_reason is None and chunks[0].usage is None
+    completion = Completion.of(chunks)
+    assert completion == Completion(request_id="r", text="Hello", token_ids=(1, 2, 3), finish_reason=FinishReason.LENGTH,
+                                    usage=Usage(10, 4, 3, 0.1), worker_id="w0", forecast=40.0, queue_s=0.02)
