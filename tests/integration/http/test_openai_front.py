@@ -183,3 +183,14 @@ def test_closing_the_stream_cancels_the_request_on_its_worker(sim_mesh: Mesh):
     wait_until(lambda: scheduler_metric(sim_mesh, "forethought_rpc_requests_total", **cancelled) == before + 1,
                "the scheduler's Generate call ends CANCELLED")
     wait_until(lambda: running_on_workers(sim_mesh) == 0, "the worker let the request go")
+
+
+def test_a_client_that_gives_up_on_a_whole_answer_cancels_it_too(sim_mesh: Mesh):
+    cancelled = {"service": "SchedulerService", "method": "Generate", "code": "CANCELLED"}
+    before = scheduler_metric(sim_mesh, "forethought_rpc_requests_total", **cancelled)
+    with pytest.raises(openai.APITimeoutError):  # no stream: nothing is sent until the answer is whole
+        client(sim_mesh, timeout=2.0).completions.create(model=MODEL, prompt="Tell a very long story", max_tokens=20_000,
+                                                         extra_body={"ignore_eos": True})
+    wait_until(lambda: scheduler_metric(sim_mesh, "forethought_rpc_requests_total", **cancelled) == before + 1,
+               "the scheduler's Generate call ends CANCELLED")
+    wait_until(lambda: running_on_workers(sim_mesh) == 0, "the worker let the request go")
