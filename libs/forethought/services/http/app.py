@@ -205,7 +205,7 @@ def _error_parts(error: HttpError) -> tuple[int, dict[str, Any], dict[str, str]]
 
 
 async def _send_json(send: Send, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
-    body = json.dumps(payload).encode()
+    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()  # as JSONResponse writes it
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
         *((name.lower().encode(), value.encode()) for name, value in headers.items())]})

@@ -119,4 +119,4 @@ def _chunk(route: Route, answer: Answer, choices: list[dict[str, Any]]) -> dict[
 
 def sse(payload: dict[str, Any]) -> bytes:
     """One server-sent event carrying ``payload`` as JSON."""
-    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+    return b"data: " + json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
