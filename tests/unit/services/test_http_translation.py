@@ -84,13 +84,20 @@ def test_a_deadline_is_unix_seconds_or_rfc3339(value, seconds):
     ({"prompt": "Hi", "stream_options": {"include_usage": True}}, "stream_options"),
     ({"prompt": "Hi", "deadline": "2030-01-01T00:00:00"}, "deadline"), ({"prompt": "Hi", "slo": {"ttft_s": -1}}, "slo.ttft_s"),
     ({"prompt": "Hi", "service_class": "RT"}, "service_class"), ({"prompt": "Hi", "application_id": 7}, "application_id"),
+    ({"prompt": [1, 1 << 40]}, "prompt"), ({"prompt": "Hi", "stop_token_ids": [-1]}, "stop_token_ids"),
+    ({"prompt": "Hi", "top_k": -2}, "top_k"),
 ], ids=["empty-prompt", "two-prompts", "mixed-ids", "empty-model", "length-as-text", "length-too-large", "bool-temperature",
         "n", "stop-ids", "echo", "stream-options-without-stream", "deadline-without-offset", "negative-slo",
-        "service-class-case", "application-id-type"])
+        "service-class-case", "application-id-type", "token-id-past-int32", "negative-stop-token", "top-k-below-off"])
 def test_a_broken_field_names_its_openai_parameter(body, field):
     with pytest.raises(InvalidField) as refused:
         completion(body)
     assert refused.value.field == field
+
+
+def test_vllms_top_k_off_is_this_contracts_zero():
+    assert completion({"prompt": "Hi", "top_k": -1}).generate.sampling.top_k == 0
+    assert completion({"prompt": "Hi", "top_k": 20}).generate.sampling.top_k == 20
 
 
 def test_harmless_values_of_unsupported_features_are_accepted():

@@ -22,6 +22,7 @@ from forethought.v1 import common_pb2, scheduler_pb2
 SERVICE_CLASSES = {"rt": common_pb2.SERVICE_CLASS_REAL_TIME, "be": common_pb2.SERVICE_CLASS_BEST_EFFORT}
 CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 """OpenAI's roles as the chat template names them (a ``developer`` message is a system message)."""
+INT32_MAX = (1 << 31) - 1
 
 HEADERS = {
     "service_class": "x-forethought-service-class",
@@ -61,7 +62,7 @@ def completion_request(body: Mapping[str, Any], headers: Mapping[str, str], requ
     if isinstance(prompt, str):
         require(bool(prompt), "prompt", "must be non-empty")
         request.text = prompt
-    elif isinstance(prompt, list) and prompt and all(isinstance(token, int) and not isinstance(token, bool) for token in prompt):
+    elif isinstance(prompt, list) and prompt and _token_ids(prompt):
         request.token_ids.ids.extend(prompt)
     else:
         raise InvalidField("prompt", "must be a non-empty string or a list of token ids (one prompt per request)")
@@ -107,7 +108,7 @@ def _common(body: Mapping[str, Any], headers: Mapping[str, str], request_id: str
             length_fields: tuple[str, ...], default_max_tokens: int) -> scheduler_pb2.GenerateRequest:
     """What both routes share: model, length (the first of ``length_fields`` sent, else the default),
     sampling and Forethought's fields."""
-    require(isinstance(body, dict), "body", "must be a JSON object")
+    require(isinstance(body, Mapping), "body", "must be a JSON object")
     model = body.get("model")
     require(isinstance(model, str) and bool(model), "model", "must be a non-empty string")
     for name, harmless in UNSUPPORTED.items():
@@ -133,7 +134,9 @@ def _sampling(body: Mapping[str, Any]) -> common_pb2.SamplingParams:
     seed = _integer(body, "seed")
     if seed is not None:
         sampling.seed = seed
-    sampling.top_k = max(0, _integer(body, "top_k") or 0)  # vLLM's extra field; -1 disables, as 0 does here
+    top_k = _integer(body, "top_k") or 0
+    require(-1 <= top_k <= INT32_MAX, "top_k", "must be -1 or 0 (off) or a count of tokens")
+    sampling.top_k = max(0, top_k)  # vLLM's extra field; its -1 is this contract's 0
     stop = body.get("stop")
     if isinstance(stop, str):
         stop = [stop]
@@ -141,8 +144,7 @@ def _sampling(body: Mapping[str, Any]) -> common_pb2.SamplingParams:
             "stop", "must be a string or a list of strings")
     sampling.stop.extend(stop or ())
     stop_token_ids = body.get("stop_token_ids") or []
-    require(isinstance(stop_token_ids, list) and all(isinstance(token, int) for token in stop_token_ids),
-            "stop_token_ids", "must be a list of token ids")
+    require(isinstance(stop_token_ids, list) and _token_ids(stop_token_ids), "stop_token_ids", "must be a list of token ids")
     sampling.stop_token_ids.extend(stop_token_ids)
     sampling.ignore_eos = _typed(body, "ignore_eos", bool, "a boolean") or False
     return sampling
@@ -202,6 +204,11 @@ def _seconds(value: Any, field: str) -> float:
         seconds = math.nan
     require(math.isfinite(seconds) and seconds >= 0, field, "must be a number of seconds >= 0")
     return seconds
+
+
+def _token_ids(values: list[Any]) -> bool:
+    """Whether every value is a token id the contract can carry (an int32 >= 0)."""
+    return all(isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= INT32_MAX for value in values)
 
 
 def _typed(body: Mapping[str, Any], name: str, kind: type, what: str) -> Any:
