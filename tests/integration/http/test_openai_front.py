@@ -7,16 +7,21 @@ right length, and every field, header, stream and error is the front door's own 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import math
 import subprocess
+import sys
+import threading
 import time
 import urllib.request
 
 import openai
 import pytest
+from forethought.cluster.redis_server import free_port
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.live_mesh import MODEL, Mesh, http_json, list_workers, wait_until
+from tests.integration.live_mesh import MODEL, Mesh, http_json, list_workers, wait_http, wait_until
 
 
 def client(sim_mesh: Mesh, **options: object) -> openai.OpenAI:
@@ -194,3 +199,35 @@ def test_a_client_that_gives_up_on_a_whole_answer_cancels_it_too(sim_mesh: Mesh)
     wait_until(lambda: scheduler_metric(sim_mesh, "forethought_rpc_requests_total", **cancelled) == before + 1,
                "the scheduler's Generate call ends CANCELLED")
     wait_until(lambda: running_on_workers(sim_mesh) == 0, "the worker let the request go")
+
+
+def test_a_full_queue_answers_429_with_the_schedulers_retry_hint(start_service, tmp_path):
+    start_service("worker", "--engine", "sim", "--sim-speedup", "0.001", "--worker-id", "slow", "--heartbeat-s", "0.5",
+                  "--heartbeat-ttl-s", "2")  # its first prefill takes minutes: what it holds stays held
+    front = start_service("scheduler", "--registry-poll-s", "0.1", "--heartbeat-ttl-s", "2", "--max-queue", "1",
+                          "--max-waiting-per-worker", "1")
+    port = free_port()
+    with (tmp_path / "http.log").open("wb") as log:
+        http = subprocess.Popen([sys.executable, "-m", "forethought.cli", "serve", "http", "--port", str(port),
+                                 "--scheduler-address", front.address], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        assert wait_http(f"http://127.0.0.1:{port}/ready", http), (tmp_path / "http.log").read_text()
+        wait_until(lambda: len(list_workers(front.address)) == 1, "the worker registered")
+        time.sleep(0.3)  # the scheduler's next registry read adopts it
+        api = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0, timeout=60)
+        for number in range(2):  # one on the worker, one waiting in the queue; neither answers while the test runs
+            threading.Thread(target=_swallow, args=(api, number), daemon=True).start()
+            time.sleep(1.0)
+        with pytest.raises(openai.RateLimitError) as full:
+            api.completions.create(model=MODEL, prompt=[7] * 64, max_tokens=4)
+    finally:
+        http.terminate()
+        http.wait(30)
+    assert full.value.status_code == 429 and full.value.body["code"] == "resource_exhausted"
+    retry_after_ms = int(full.value.response.headers["retry-after-ms"])
+    assert retry_after_ms > 0 and int(full.value.response.headers["retry-after"]) == max(1, math.ceil(retry_after_ms / 1000))
+
+
+def _swallow(api: openai.OpenAI, number: int) -> None:
+    with contextlib.suppress(openai.APIError):
+        api.completions.create(model=MODEL, prompt=list(range(64 * number, 64 * number + 64)), max_tokens=4)
