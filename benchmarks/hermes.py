@@ -24,7 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from forethought.appsim import AppRun, ClusterSpec, EngineModel, EstimateCache, SimResult, build_order, simulate, with_deadlines
+from forethought.appsim import (
+    AppRun,
+    ClusterSpec,
+    EngineModel,
+    EstimateCache,
+    PrewarmTally,
+    SimResult,
+    build_order,
+    simulate,
+    with_deadlines,
+)
 from forethought.costmodel import get_profile
 from forethought.demand import BackendKind, BackendSpec, PDGraph, draw_runs, load_application
 from forethought.documents import read_document
@@ -88,7 +98,7 @@ def draw_mix(documents: dict[str, object], count: int, seed: int) -> list[AppRun
     rng = random.Random(seed)
     classes = rng.choices(list(MIX), weights=list(MIX.values()), k=count)
     chosen = [rng.choice(SIZE_CLASSES[size]) for size in classes]
-    pools = {name: draw_runs(documents[name], chosen.count(name), rng) for name in set(chosen)}
+    pools = {name: draw_runs(documents[name], chosen.count(name), rng) for name in sorted(set(chosen))}
     runs = []
     for index, name in enumerate(chosen):
         steps = pools[name].pop()
@@ -192,24 +202,28 @@ def deadlines(replays: Replays, runs: Sequence[AppRun], load: float, seed: int) 
     return table, summary
 
 
-def prewarm_sweep(replays: Replays, runs: Sequence[AppRun], knobs: Sequence[float | None],
-                  load: float) -> tuple[ResultTable, dict[str, object], list[tuple[float, float, float]]]:
-    table = ResultTable(["K", "mean ACT (s)", "latency cut vs off", "prewarms", "used", "benefit (s)", "waste (s)",
-                         "cold waits (s)"], title=f"Prewarm knob, Gittins at load {load}")
-    off = None
+def prewarm_sweep(replays: Replays, runs: Sequence[AppRun], knobs: Sequence[float | None]
+                  ) -> tuple[ResultTable, dict[str, object], list[tuple[float, float, float]]]:
+    """Each run alone on the cluster with each knob (as Hermes Fig. 14 measures it, without queueing that
+    would drown a warm-up of seconds): the latency cut against the warm-ups' waste."""
+    table = ResultTable(["K", "mean ACT alone (s)", "latency cut vs off", "prewarms", "used", "benefit (s)",
+                         "waste (s)", "cold waits (s)"], title="Prewarm knob, each run alone")
+    alone = [AppRun(r.run_id, r.application, 0.0, r.steps, r.client) for r in runs]
     summary: dict[str, object] = {}
-    points = []
+    points, off_mean = [], 0.0
     for knob in progress(knobs, "prewarm knob", total=len(knobs)):
-        r = replays.replay(runs, "gittins", True, knob)
-        off = r if knob is None else off
-        p = r.prewarm
-        cut = 1 - r.mean_act_s / off.mean_act_s if off is not None else 0.0
-        table.add("off" if knob is None else knob, r.mean_act_s, f"{cut:.1%}", p.started, p.used, p.benefit_s,
-                  p.waste_s, p.cold_wait_s)
-        summary["off" if knob is None else str(knob)] = {"mean_act_s": r.mean_act_s, "benefit_s": p.benefit_s,
-                                                          "waste_s": p.waste_s, "started": p.started, "used": p.used}
+        results = [replays.replay([run], "fcfs", True, knob) for run in alone]
+        mean = float(np.mean([r.outcomes[0].act_s for r in results]))
+        off_mean = mean if knob is None else off_mean
+        tally = PrewarmTally(*(sum(getattr(r.prewarm, name) for r in results) for name in PrewarmTally.__dataclass_fields__))
+        cut = 1 - mean / off_mean if off_mean else 0.0
+        table.add("off" if knob is None else knob, mean, f"{cut:.1%}", tally.started, tally.used, tally.benefit_s,
+                  tally.waste_s, tally.cold_wait_s)
+        summary["off" if knob is None else str(knob)] = {"mean_act_alone_s": mean, "benefit_s": tally.benefit_s,
+                                                          "waste_s": tally.waste_s, "started": tally.started,
+                                                          "used": tally.used}
         if knob is not None:
-            points.append((knob, p.benefit_s, p.waste_s))
+            points.append((knob, tally.benefit_s, tally.waste_s))
     return table, summary, points
 
 
@@ -218,8 +232,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=400, help="application runs per replay")
     parser.add_argument("--loads", default="0.7,0.85,1.0", help="LLM demand as a share of the cluster's capacity")
     parser.add_argument("--main-load", type=float, default=0.85, help="load of the aims, deadlines and prewarm sweep")
-    parser.add_argument("--prewarm-load", type=float, default=0.3,
-                        help="load of the prewarm sweep: light, so queueing does not drown the warm-ups")
+    parser.add_argument("--deadline-load", type=float, default=0.5, help="load of the deadline variant")
     parser.add_argument("--knobs", default="off,0.1,0.3,0.5,0.7,0.9", help="prewarm knobs K swept")
     parser.add_argument("--profile", default="llama-7b-a100", help="cost profile of the engines (docs/costmodel.md)")
     parser.add_argument("--engines", type=int, default=1)
@@ -240,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
     loads = [float(value) for value in args.loads.split(",")]
-    placed = sorted({*loads, args.main_load, args.prewarm_load})
+    placed = sorted({*loads, args.main_load, args.deadline_load})
     knobs = [None if value == "off" else float(value) for value in args.knobs.split(",")]
     graphs, documents = load_graphs()
     cluster = ClusterSpec(EngineModel(get_profile(args.profile), args.slots), args.engines, warmup_s)
@@ -249,8 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     runs_at = {load: at_load(runs, base, load, cluster, graphs) for load in placed}
     replays = Replays(graphs, cluster, args.walks, args.seed)
     tables, summary, results = comparison(replays, runs_at, sorted({*loads, args.main_load}), args.main_load)
-    deadline_table, deadline_summary = deadlines(replays, runs_at[args.main_load], args.main_load, args.seed)
-    knob_table, knob_summary, points = prewarm_sweep(replays, runs_at[args.prewarm_load], knobs, args.prewarm_load)
+    deadline_table, deadline_summary = deadlines(replays, runs_at[args.deadline_load], args.deadline_load, args.seed)
+    knob_table, knob_summary, points = prewarm_sweep(replays, runs, knobs)
     out = Path(args.out)
     plots(out, results, sorted(results), points)
     sizes = {size: sum(1 for r in runs if r.application in names) for size, names in SIZE_CLASSES.items()}

@@ -8,8 +8,8 @@ with no queue. A step whose backend is cold (a LoRA adapter or a tool the run ha
 waits its warm-up, unless a prewarm (Eq. 3, knob K) has warmed it; prewarming counts the warm-up taken
 off the critical path (benefit) and the seconds a prewarmed backend sat ready unused (waste).
 
-Pure and clock-free: events sit in a heap keyed by (time, priority, sequence), so the same runs give the
-same result.
+Pure and clock-free: events (``events.py``, one class per event type) sit in a heap keyed by (time,
+priority, sequence), so the same runs give the same result.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from forethought.appsim.engine import Engine, LlmRequest
 from forethought.appsim.estimates import EstimateCache
+from forethought.appsim.events import EngineFinishes, Event, PrewarmDue, RunArrives, StepReady, ToolDone
 from forethought.appsim.order import RunOrder
 from forethought.appsim.result import PrewarmTally, RunOutcome, SimResult
 from forethought.appsim.service_time import EngineModel
@@ -32,13 +33,18 @@ from forethought.domain import require
 WarmupSeconds = Callable[[BackendSpec], float]
 
 
+def no_warmup(backend: BackendSpec) -> float:
+    """Every backend is always warm."""
+    return 0.0
+
+
 @dataclass(frozen=True)
 class ClusterSpec:
     """The engines, every backend's warm-up, and the prewarm knob K (None: no prewarming)."""
 
     engine: EngineModel
     engines: int = 1
-    warmup_s: WarmupSeconds = lambda backend: 0.0
+    warmup_s: WarmupSeconds = no_warmup
     prewarm_knob: float | None = None
 
     def __post_init__(self) -> None:
@@ -51,25 +57,6 @@ def backend_key(backend: BackendSpec) -> BackendKey | None:
     if backend.kind is BackendKind.TOOL:
         return ("tool", backend.tool)
     return ("lora", backend.lora_adapter) if backend.lora_adapter else None
-
-
-@dataclass(order=True)
-class Event:
-    """One event in the heap; ``handle`` acts on the simulation. Lower priority first at equal times."""
-
-    time_s: float
-    priority: int
-    sequence: int
-    kind: str = field(compare=False)
-    run_id: str = field(compare=False, default="")
-    step: int = field(compare=False, default=0)
-    engine: int = field(compare=False, default=0)
-    version: int = field(compare=False, default=0)
-    backend: BackendSpec | None = field(compare=False, default=None)
-
-
-# finishes free slots and end steps before new work lands at the same instant
-FINISH, STEP, PREWARM, ARRIVAL = 0, 1, 2, 3
 
 
 class Simulation:
@@ -88,18 +75,16 @@ class Simulation:
         self.states = {run.run_id: RunState(run, self._demands(run)) for run in runs}
         self.backlogged: dict[str, RunState] = {}
         self.prewarm = PrewarmTally()
-        self._heap: list[Event] = []
+        self._heap: list[tuple[float, int, int, Event]] = []
         self._sequence = itertools.count()
         self._request_ids = itertools.count()
         for run in runs:
-            self._push(run.arrival_s, ARRIVAL, "arrival", run_id=run.run_id)
+            self._push(run.arrival_s, RunArrives(run.run_id))
 
     def run(self) -> SimResult:
-        handlers = {"arrival": self._arrive, "step": self._step_ready, "tool": self._tool_done,
-                    "finish": self._engine_finish, "prewarm": self._start_prewarm}
         while self._heap:
-            event = heapq.heappop(self._heap)
-            handlers[event.kind](event)
+            now_s, _, _, event = heapq.heappop(self._heap)
+            event.handle(self, now_s)
         outcomes = [RunOutcome(s.run, s.finished_s if s.finished_s is not None else float("nan"))
                     for s in self.states.values()]
         return SimResult(self.order.name, tuple(outcomes), self.prewarm)
@@ -109,46 +94,44 @@ class Simulation:
         return tuple(self.cluster.engine.unit_seconds(graph.units[s.unit].backend, s.consumption) if is_llm(graph, s)
                      else s.consumption.tool_duration_s for s in run.steps)
 
-    def _push(self, time_s: float, priority: int, kind: str, run_id: str = "", step: int = 0, engine: int = 0,
-              version: int = 0, backend: BackendSpec | None = None) -> None:
-        event = Event(time_s, priority, next(self._sequence), kind, run_id, step, engine, version, backend)
-        heapq.heappush(self._heap, event)
+    def _push(self, time_s: float, event: Event) -> None:
+        heapq.heappush(self._heap, (time_s, event.priority, next(self._sequence), event))
 
     # runs and steps
 
-    def _arrive(self, event: Event) -> None:
-        self._enter_step(self.states[event.run_id], 0, event.time_s)
+    def run_arrives(self, event: RunArrives, now_s: float) -> None:
+        self._enter_step(self.states[event.run_id], 0, now_s)
 
     def _enter_step(self, state: RunState, step: int, now_s: float) -> None:
         state.step, state.attained_step_s = step, 0.0
         backend = self._backend(state)
         ready_s = now_s + self._warmup_wait(state, backend, now_s)
         state.step_started_s = ready_s
-        self._push(ready_s, STEP, "step", run_id=state.run_id, step=step)
+        self._push(ready_s, StepReady(state.run_id, step))
         if self.cluster.prewarm_knob is not None:
             self._plan_prewarms(state, ready_s)
 
-    def _step_ready(self, event: Event) -> None:
+    def step_ready(self, event: StepReady, now_s: float) -> None:
         state = self.states[event.run_id]
         consumption = state.current.consumption
         if not is_llm(self.graphs[state.run.application], state.current):
-            self._push(event.time_s + consumption.tool_duration_s, STEP, "tool", run_id=state.run_id, step=event.step)
+            self._push(now_s + consumption.tool_duration_s, ToolDone(state.run_id))
             return
         work = self.cluster.engine.request_seconds(consumption.input_tokens, consumption.output_tokens)
         for engine in self.engines:  # service counters up to now before an order reads them
-            self._credit(engine.advance(event.time_s))
+            self._credit(engine.advance(now_s))
         if not state.waiting:
             self.order.on_backlog(state, self.backlogged.values())
         for _ in range(consumption.parallelism):
-            state.waiting.append(LlmRequest(next(self._request_ids), state.run_id, event.step, work, event.time_s))
+            state.waiting.append(LlmRequest(next(self._request_ids), state.run_id, event.step, work, now_s))
         state.outstanding = consumption.parallelism
         self.backlogged[state.run_id] = state
-        self._dispatch(event.time_s)
+        self._dispatch(now_s)
 
-    def _tool_done(self, event: Event) -> None:
+    def tool_done(self, event: ToolDone, now_s: float) -> None:
         state = self.states[event.run_id]
         state.attained_step_s = state.step_demand_s[state.step]
-        self._leave_step(state, event.time_s)
+        self._leave_step(state, now_s)
 
     def _leave_step(self, state: RunState, now_s: float) -> None:
         if state.step + 1 < len(state.run.steps):
@@ -179,23 +162,23 @@ class Simulation:
             engine.start(request)
             self._schedule_finish(engine)
 
-    def _engine_finish(self, event: Event) -> None:
+    def engine_finishes(self, event: EngineFinishes, now_s: float) -> None:
         engine = self.engines[event.engine]
         if event.version != engine.version:
             return
-        self._credit(engine.advance(event.time_s))
+        self._credit(engine.advance(now_s))
         for request in engine.take_finished():
             state = self.states[request.run_id]
             state.outstanding -= 1
             if state.outstanding == 0:
-                self._leave_step(state, event.time_s)
+                self._leave_step(state, now_s)
         self._schedule_finish(engine)
-        self._dispatch(event.time_s)
+        self._dispatch(now_s)
 
     def _schedule_finish(self, engine: Engine) -> None:
         finish_s = engine.next_finish_s()
         if finish_s is not None:
-            self._push(finish_s, FINISH, "finish", engine=engine.index, version=engine.version)
+            self._push(finish_s, EngineFinishes(engine.index, engine.version))
 
     def _credit(self, progress: list[tuple[LlmRequest, float]]) -> None:
         for request, seconds in progress:
@@ -238,19 +221,18 @@ class Simulation:
             lambda backend: self._is_cold(state, backend), self.cluster.warmup_s, self.cluster.prewarm_knob)
         for decision in decisions:
             if decision.start_after_s is not None:
-                self._push(started_s + decision.start_after_s, PREWARM, "prewarm", run_id=state.run_id,
-                           step=state.step, backend=decision.backend)
+                self._push(started_s + decision.start_after_s, PrewarmDue(state.run_id, state.step, decision.backend))
 
-    def _start_prewarm(self, event: Event) -> None:
+    def prewarm_due(self, event: PrewarmDue, now_s: float) -> None:
         state = self.states[event.run_id]
-        if event.backend is None or state.finished_s is not None or state.step != event.step:
+        if state.finished_s is not None or state.step != event.step:
             return  # the run left the step the decision was made in
         if not self._is_cold(state, event.backend):
             return
         key = backend_key(event.backend)
         if key is not None:
             self.prewarm.started += 1
-            state.prewarming[key] = (event.time_s, event.time_s + self.cluster.warmup_s(event.backend))
+            state.prewarming[key] = (now_s, now_s + self.cluster.warmup_s(event.backend))
 
 
 def simulate(runs: Sequence[AppRun], graphs: Mapping[str, PDGraph], order: RunOrder, cluster: ClusterSpec,
