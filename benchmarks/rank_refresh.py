@@ -77,8 +77,9 @@ def main(argv: list[str]) -> int:
         rerank_ms.append(refresh_ms)
         table.add(count, refresh_ms, 1000 * refresh_ms / count, estimate_ms, PAPER_REFRESH_MS if count == 100 else None,
                   ("yes" if refresh_ms < PAPER_REFRESH_MS else "no") if count == 100 else None)
-    write_table(args.out / "results.md", [table], preamble=(
-        "# Rank refresh\n\n`" + " ".join(["forethought bench rank-refresh", *argv]) + "` (medians; re-estimate is the mean over the runs)."))
+    command = " ".join(["forethought bench rank-refresh", *argv])
+    write_table(args.out / "results.md", [table],
+                preamble=f"# Rank refresh\n\n`{command}` (medians; re-estimate is the mean over the runs).")
     line_plot(args.out / "rerank.png", [LineSeries("re-rank (Eq. 1 from cached estimates)", args.runs, rerank_ms)],
               "Cost of one refresh of every run's Gittins rank", "concurrent application runs", "ms per refresh")
     return 0

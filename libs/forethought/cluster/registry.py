@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import redis.asyncio as aioredis
@@ -91,6 +91,17 @@ class WorkerRegistry:
         if dead:
             await self._redis.srem(f"{self._ns}:workers", *dead)
         return live
+
+
+def with_recent_heartbeats(known: Mapping[str, WorkerRecord], listed: Sequence[WorkerRecord], now: float,
+                           ttl_s: float) -> list[WorkerRecord]:
+    """The listed workers, plus the known ones the listing lacks whose last heartbeat is younger than
+    ``ttl_s``: a registry that lost its entries (Redis restarted or flushed) gets them back at the next
+    heartbeat, and a worker seen alive a moment ago is not dropped meanwhile. Sorted by id."""
+    listed_ids = {record.worker_id for record in listed}
+    recent = [record for worker_id, record in known.items()
+              if worker_id not in listed_ids and now - record.heartbeat_s < ttl_s]
+    return sorted([*listed, *recent], key=lambda record: record.worker_id)
 
 
 def _text(value: bytes | str) -> str:

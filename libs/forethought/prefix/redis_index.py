@@ -93,11 +93,14 @@ end
 return out
 """
 
+_REPUBLISH_CHUNK = 4096  # block hashes per script call: one call stays short for the server's other clients
+
 _REFRESH = """
 local ns, worker, ttl = ARGV[1], ARGV[2], ARGV[3]
+local known = redis.call('EXISTS', ns .. ':alive:' .. worker)
 redis.call('SET', ns .. ':alive:' .. worker, '1', 'PX', ttl)
 redis.call('SADD', ns .. ':workers', worker)
-return 1
+return known
 """
 
 _REMOVE = """
@@ -181,9 +184,17 @@ class RedisPrefixIndex:
         reply = iter(await self._run("match", self._now_ms(), self._bucket(), window_ms, *args))
         return [_cached_workers(reply) if hashes else {} for hashes in prompts]
 
-    async def refresh_worker(self, worker_id: str, ttl_s: float) -> None:
-        """Heartbeat: the worker's entries count for ``ttl_s`` more seconds."""
-        await self._run("refresh", worker_id, max(1, int(ttl_s * 1000)))
+    async def refresh_worker(self, worker_id: str, ttl_s: float) -> bool:
+        """Heartbeat: the worker's entries count for ``ttl_s`` more seconds. False when the index did not
+        know the worker as alive: its first heartbeat, or the index lost it (Redis restarted or flushed,
+        or a late heartbeat let it be swept), so whatever it published before is gone."""
+        return bool(await self._run("refresh", worker_id, max(1, int(ttl_s * 1000))))
+
+    async def republish(self, worker_id: str, block_hashes: Sequence[int]) -> None:
+        """Stores the worker's whole cached set again, in chunks (an index that lost it)."""
+        for start in range(0, len(block_hashes), _REPUBLISH_CHUNK):
+            chunk = block_hashes[start:start + _REPUBLISH_CHUNK]
+            await self._run("apply", worker_id, self._now_ms(), "S", *map(str, chunk))
 
     async def remove_worker(self, worker_id: str) -> None:
         """Forgets every block of the worker and its heartbeat."""

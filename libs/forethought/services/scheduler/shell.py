@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import grpc
 import redis.asyncio as aioredis
 
-from forethought.cluster.registry import WorkerRegistry
+from forethought.cluster.registry import WorkerRegistry, with_recent_heartbeats
 from forethought.config import ConfigError, ServiceSettings, option
 from forethought.prefix.redis_index import RedisPrefixIndex
 from forethought.queueing import POLICY_NAMES, GlobalQueue, build_policy
@@ -157,7 +158,8 @@ class SchedulerShell:
 
     async def _refresh_workers(self) -> None:
         assert self.placement is not None
-        records = await self._registry.workers()
+        records = with_recent_heartbeats(self._pool.records, await self._registry.workers(), time.time(),
+                                         self._settings.heartbeat_ttl_s)
         await self._pool.refresh(records)
         self.placement.sync(records)
 

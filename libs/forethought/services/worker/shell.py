@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import grpc
 import redis.asyncio as aioredis
+from prometheus_client import Counter
 
 from forethought.backends.protocol import EngineBackend
 from forethought.cluster.registry import WorkerRecord, WorkerRegistry
@@ -39,6 +40,10 @@ from forethought.v1 import worker_pb2_grpc
 
 log = logging.getLogger(__name__)
 
+REPUBLISHED_BLOCKS = Counter(
+    "forethought_worker_republished_blocks_total",
+    "cached blocks a worker published again after the prefix index lost them (Redis restarted or flushed)",
+)
 ENGINES = ("sim", "vllm", "null")
 VLLM_DTYPES = ("auto", "float32", "bfloat16", "float16")
 
@@ -120,12 +125,15 @@ class WorkerShell:
 
     def __init__(self, settings: Settings, lifecycle: ModelLifecycle | None = None) -> None:
         """``lifecycle``: engines already built by the caller; by default, engines of ``settings.engine``."""
+        from forethought.prefix.published_blocks import PublishedBlocks
         from forethought.prefix.redis_index import RedisPrefixIndex
 
         self._settings = settings
         self._redis = aioredis.from_url(settings.redis_url)
         self._registry = WorkerRegistry(self._redis, settings.namespace, ttl_s=settings.heartbeat_ttl_s)
         self._index = RedisPrefixIndex(self._redis, settings.namespace)
+        self._published = PublishedBlocks()
+        self._publishing = asyncio.Lock()
         lifecycle = lifecycle or ModelLifecycle(lambda model: build_engine(settings, model))
         tools = [ProcessPoolSandbox(), DockerContainerLauncher(settings.tool_container_image)]
         self._agent = PrewarmAgent(lifecycle, {tool.kind: tool for tool in tools}, ttl_s=settings.prewarm_ttl_s)
@@ -192,7 +200,13 @@ class WorkerShell:
 
     async def _heartbeat(self) -> None:
         await self._registry.heartbeat(self._record())
-        await self._index.refresh_worker(self._worker_id, self._settings.heartbeat_ttl_s)
+        async with self._publishing:
+            known = await self._index.refresh_worker(self._worker_id, self._settings.heartbeat_ttl_s)
+            if not known and len(self._published):
+                await self._index.republish(self._worker_id, self._published.block_hashes())
+                REPUBLISHED_BLOCKS.inc(len(self._published))
+                log.warning("the prefix index had lost this worker (Redis restarted or flushed?): re-published %d blocks",
+                            len(self._published))
 
     async def _heartbeats(self) -> None:
         while True:
@@ -204,10 +218,12 @@ class WorkerShell:
 
     async def _publish_cache_events(self, events: AsyncIterator[Sequence[CacheEvent]]) -> None:
         async for batch in events:
-            try:
-                await self._index.apply(self._worker_id, batch)
-            except Exception:
-                log.warning("writing %d cache events to Redis failed", len(batch), exc_info=True)
+            async with self._publishing:  # a re-publish sends the set as of a whole batch, never half of one
+                self._published.apply(batch)
+                try:
+                    await self._index.apply(self._worker_id, batch)
+                except Exception:
+                    log.warning("writing %d cache events to Redis failed", len(batch), exc_info=True)
 
     async def _expire_prewarms(self) -> None:
         while True:
