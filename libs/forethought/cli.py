@@ -100,12 +100,12 @@ def generation_footer(tokens: int, usage: Usage, forecast: float, worker_id: str
 
 
 async def _status(args: argparse.Namespace) -> int:
-    from forethought.launcher import STATE_FILE
+    from forethought.cache import UP_STATE_FILE
     from forethought.rpc.channels import check_health, open_channel
     from forethought.services.http.readiness import check_ready
     from forethought.v1 import scheduler_pb2, scheduler_pb2_grpc
 
-    services = json.loads(STATE_FILE.read_text())["services"] if STATE_FILE.exists() else {"scheduler": args.scheduler}
+    services = json.loads(UP_STATE_FILE.read_text())["services"] if UP_STATE_FILE.exists() else {"scheduler": args.scheduler}
     print(f"{'service':<12} {'address':<18} health")
     for name, address in services.items():
         if name == "http":
@@ -182,13 +182,13 @@ def _plan_locally(job_file: JobFile, args: argparse.Namespace) -> planner_pb2.Pl
 
 
 async def _plan_remotely(job_file: JobFile, args: argparse.Namespace) -> planner_pb2.PlanResponse:
-    from forethought.launcher import STATE_FILE
+    from forethought.cache import UP_STATE_FILE
     from forethought.rpc.channels import open_channel
     from forethought.v1 import planner_pb2_grpc
 
     address = args.planner
     if address is None:
-        services = json.loads(STATE_FILE.read_text())["services"] if STATE_FILE.exists() else {}
+        services = json.loads(UP_STATE_FILE.read_text())["services"] if UP_STATE_FILE.exists() else {}
         address = services.get("planner", DEFAULT_PLANNER)
     async with open_channel(address) as channel:
         return await planner_pb2_grpc.PlannerServiceStub(channel).Plan(_plan_request(job_file, args), timeout=args.timeout)
@@ -273,6 +273,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--no-baselines", action="store_true", help="skip the Max- and Min-heuristics")
     plan.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the planner")
 
+    commands.add_parser("app", help="run an application file against the mesh (forethought app run FILE; docs/applications.md)",
+                        add_help=False)
     commands.add_parser("train-predictor", help="train the output-length predictor (forethought train-predictor --help)", add_help=False)
     bench = commands.add_parser("bench", help="run a named benchmark (forethought bench NAME --help)", add_help=False)
     bench.add_argument("rest", nargs=argparse.REMAINDER)
@@ -287,6 +289,10 @@ def main(argv: list[str] | None = None) -> int:
         from forethought.services import service_spec
 
         return serve_main(service_spec(argv[1]), argv[2:])
+    if argv[:1] == ["app"]:
+        from forethought.application_runner import main as app_main
+
+        return app_main(argv[1:])
     if argv[:1] == ["train-predictor"]:
         from forethought.predict.train import main as train_main
 

@@ -21,12 +21,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from forethought.cache import CACHE_ROOT
+from forethought.cache import UP_STATE_FILE
 from forethought.cluster.redis_server import RedisProcess, start_redis
 from forethought.rpc.channels import wait_until_serving
 from forethought.services.http.readiness import wait_until_ready
 
-STATE_FILE = Path(os.environ.get("FORETHOUGHT_STATE_DIR", CACHE_ROOT)) / "up.json"
 _PR_SET_PDEATHSIG = 1
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 PROGRESS_EVERY_S = 10.0
@@ -114,7 +113,7 @@ class Cluster:
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         self.redis.stop()
-        STATE_FILE.unlink(missing_ok=True)
+        UP_STATE_FILE.unlink(missing_ok=True)
 
     def exited(self) -> list[str]:
         return [name for name, process in self.processes.items() if process.poll() is not None]
@@ -167,8 +166,8 @@ def start_cluster(options: UpOptions, stop: StopSignal | None = None) -> Cluster
     except BaseException:
         cluster.stop()
         raise
-    STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
-    STATE_FILE.write_text(json.dumps({"redis": cluster.redis.url, "services": cluster.addresses}, indent=2))
+    UP_STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
+    UP_STATE_FILE.write_text(json.dumps({"redis": cluster.redis.url, "services": cluster.addresses}, indent=2))
     return cluster
 
 

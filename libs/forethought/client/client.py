@@ -19,8 +19,8 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import grpc
 
-from forethought.client.requests import Chat, ServiceLevelObjective, generate_request
-from forethought.client.results import Chunk, ClientError, Completion, Worker
+from forethought.client.requests import Chat, ServiceLevelObjective, generate_request, unix_seconds
+from forethought.client.results import ApplicationRun, Chunk, ClientError, Completion, FinishedRun, RunProgress, Worker
 from forethought.client.retry import RetryPolicy, retry_delay
 from forethought.domain import SamplingParams, ServiceClass
 from forethought.rpc.channels import open_channel
@@ -121,6 +121,40 @@ class AsyncForethoughtClient:
         reply = await self._unary(self._stub.ListWorkers, scheduler_pb2.ListWorkersRequest(model=model), timeout_s)
         return [Worker.of(info) for info in reply.workers]
 
+    async def submit_application(self, application: str, *, run_id: str = "", deadline: datetime | float | None = None,
+                                 timeout_s: float | None = None) -> ApplicationRun:
+        """Starts a run of a registered application (docs/applications.md); its LLM steps are then
+        ``generate`` calls with ``application_id=run.run_id`` and ``step``, its tool steps ``report_step``."""
+        request = scheduler_pb2.SubmitApplicationRequest(application=application, run_id=run_id)
+        if deadline is not None:
+            request.deadline.FromNanoseconds(round(unix_seconds(deadline) * 1e9))
+        reply = await self._unary(self._stub.SubmitApplication, request, timeout_s)
+        return ApplicationRun(reply.run_id, reply.estimated_completion_s, reply.gittins_rank)
+
+    async def report_step(self, run_id: str, step: str, duration_s: float, *, timeout_s: float | None = None) -> float:
+        """A tool step of the run just ended after ``duration_s``; returns the run's remaining demand estimate."""
+        reply = await self._unary(self._stub.ReportStep, scheduler_pb2.ReportStepRequest(
+            run_id=run_id, step=step, duration_s=duration_s), timeout_s)
+        return float(reply.remaining_s)
+
+    async def finish_application(self, run_id: str, *, failed: bool = False, timeout_s: float | None = None) -> FinishedRun:
+        """Ends the run; ``failed`` abandons it (its steps are not learnt)."""
+        reply = await self._unary(self._stub.FinishApplication, scheduler_pb2.FinishApplicationRequest(
+            run_id=run_id, failed=failed), timeout_s)
+        return FinishedRun(reply.act_s, reply.steps, reply.learnt)
+
+    async def watch_application(self, run_id: str, *, timeout_s: float | None = None) -> AsyncIterator[RunProgress]:
+        """Streams the run's progress until it finishes (the last item has ``finished`` and the ACT)."""
+        call = self._stub.WatchApplication(scheduler_pb2.WatchApplicationRequest(run_id=run_id),
+                                           timeout=self._remaining(self._ends(timeout_s)), metadata=trace_metadata())
+        try:
+            async for reply in call:
+                yield RunProgress.of(reply)
+        except grpc.aio.AioRpcError as error:
+            raise ClientError.of(error) from error
+        finally:
+            call.cancel()
+
     async def _unary(self, method: Callable[..., Awaitable[Any]], request: Any, timeout_s: float | None) -> Any:
         ends = self._ends(timeout_s)
         attempt = 1
@@ -211,3 +245,7 @@ class ForethoughtClient:
     complete = _blocking(AsyncForethoughtClient.complete)
     cancel = _blocking(AsyncForethoughtClient.cancel)
     list_workers = _blocking(AsyncForethoughtClient.list_workers)
+    submit_application = _blocking(AsyncForethoughtClient.submit_application)
+    report_step = _blocking(AsyncForethoughtClient.report_step)
+    finish_application = _blocking(AsyncForethoughtClient.finish_application)
+    watch_application = _blocking_stream(AsyncForethoughtClient.watch_application)

@@ -58,11 +58,11 @@ def generate_request(*, model: str, max_tokens: int, prompt: str | None = None, 
     if slo is not None:
         request.slo.ttft_s, request.slo.tpot_s = slo.ttft_s, slo.tpot_s
     if deadline is not None:
-        request.deadline.FromNanoseconds(round(_unix_seconds(deadline) * 1e9))
+        request.deadline.FromNanoseconds(round(unix_seconds(deadline) * 1e9))
     return request
 
 
-def _unix_seconds(deadline: datetime | float) -> float:
+def unix_seconds(deadline: datetime | float) -> float:
     if isinstance(deadline, datetime):
         if deadline.tzinfo is None:
             raise InvalidField("deadline", "a datetime needs its time zone")

@@ -99,3 +99,41 @@ class ClientError(Exception):
         code = error.code()
         field = invalid_argument_of(error).field if code == grpc.StatusCode.INVALID_ARGUMENT else ""
         return cls(code, error.details() or code.name, field, retry_delay_of(error), attempts)
+
+
+@dataclass(frozen=True)
+class ApplicationRun:
+    """A submitted application run: its id, and the demand service's first estimate and Gittins rank."""
+
+    run_id: str
+    estimated_completion_s: float
+    gittins_rank: float
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """One message of a run's watch stream: a step's state with the run's estimate, or the run's end."""
+
+    run_id: str
+    step: str  # empty on the run's last message
+    execution: int  # the step execution's position in the run, from 0
+    state: str  # QUEUED, RUNNING, DONE or FAILED
+    remaining_s: float
+    gittins_rank: float
+    at_s: float  # seconds since the run was submitted
+    finished: bool
+    act_s: float  # the run's completion time, on its last message
+
+    @classmethod
+    def of(cls, reply: scheduler_pb2.WatchApplicationResponse) -> RunProgress:
+        return cls(reply.run_id, reply.step, reply.execution, scheduler_pb2.StepState.Name(reply.state).removeprefix("STEP_STATE_"),
+                   reply.remaining_s, reply.gittins_rank, reply.at_s, reply.finished, reply.act_s)
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    """A finished run: its application completion time, its step executions, whether the graph learnt it."""
+
+    act_s: float
+    steps: int
+    learnt: bool

@@ -6,15 +6,17 @@ learns the run, and bad input gets a status naming the field."""
 from __future__ import annotations
 
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
 from forethought.cluster.redis_server import free_port
+from forethought.domain import SamplingParams
 from forethought.v1 import common_pb2, demand_pb2, demand_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from tests.integration.scheduler.test_scheduler import adopted, metric, token_request, wait_until, worker
+from tests.integration.scheduler.test_scheduler import MODEL, adopted, metric, token_request, wait_until, worker
 
 # A draft written by an LLM, then checked in a Python sandbox: the check's tool is cold, and its warm-up
 # (t_p, set long below) exceeds the draft's whole estimated time, so Eq. 3 prewarms it at the draft's start.
@@ -34,7 +36,8 @@ units:
 
 @pytest.fixture
 def mesh(start_service):
-    """(scheduler stub, demand stub, scheduler metrics port) over a demand service and one sim worker."""
+    """(scheduler stub, demand stub, scheduler metrics port, scheduler address) over a demand service and one
+    sim worker."""
     demand = start_service("demand", "--seed", "3", "--walks", "300", "--warmup-tool-s", "30")
     worker(start_service, "w0", "1")
     port = free_port()
@@ -46,7 +49,7 @@ def mesh(start_service):
         adopted(stub, 1)
         demand_stub = demand_pb2_grpc.DemandServiceStub(demand_channel)
         demand_stub.RegisterApplication(demand_pb2.RegisterApplicationRequest(application_file=DRAFT_AND_CHECK), timeout=60)
-        yield stub, demand_stub, port
+        yield stub, demand_stub, port, front.address
 
 
 def step_request(request_id: str, run_id: str, step: str, max_tokens: int = 16) -> scheduler_pb2.GenerateRequest:
@@ -62,7 +65,7 @@ def in_seconds(seconds: float) -> Timestamp:
 
 
 def test_a_run_goes_step_by_step_with_its_tool_prewarmed_and_its_act_watched(mesh):
-    stub, demand, port = mesh
+    stub, demand, port, _address = mesh
     submitted = stub.SubmitApplication(scheduler_pb2.SubmitApplicationRequest(
         application="draft_and_check", run_id="run-1", deadline=in_seconds(600)), timeout=30)
     assert submitted.run_id == "run-1" and submitted.estimated_completion_s > 0 and submitted.gittins_rank > 0
@@ -95,7 +98,7 @@ def test_a_run_goes_step_by_step_with_its_tool_prewarmed_and_its_act_watched(mes
 
 def test_waiting_steps_are_reordered_by_their_runs_rank(mesh):
     """Steps of many runs wait behind a full worker; the rank refresh reaches them (update_priority)."""
-    stub, _demand, port = mesh
+    stub, _demand, port, _address = mesh
     runs = [stub.SubmitApplication(scheduler_pb2.SubmitApplicationRequest(application="draft_and_check"), timeout=30).run_id
             for _ in range(12)]
     results: dict[str, list[scheduler_pb2.GenerateResponse]] = {}
@@ -113,7 +116,7 @@ def test_waiting_steps_are_reordered_by_their_runs_rank(mesh):
 
 
 def test_a_run_left_idle_is_abandoned_as_failed(mesh):
-    stub, _demand, port = mesh
+    stub, _demand, port, _address = mesh
     run = stub.SubmitApplication(scheduler_pb2.SubmitApplicationRequest(application="draft_and_check"), timeout=30).run_id
     (last,) = list(stub.WatchApplication(scheduler_pb2.WatchApplicationRequest(run_id=run), timeout=30))
     assert last.finished and last.state == scheduler_pb2.STEP_STATE_FAILED
@@ -127,7 +130,7 @@ def status_of(call) -> tuple[grpc.StatusCode, str]:
 
 
 def test_bad_application_input_is_refused_by_field(mesh):
-    stub, _demand, _port = mesh
+    stub, _demand, _port, _address = mesh
     submit = stub.SubmitApplication
     code, details = status_of(lambda: submit(scheduler_pb2.SubmitApplicationRequest(application="nope"), timeout=30))
     assert code == grpc.StatusCode.NOT_FOUND and "nope" in details
@@ -175,3 +178,25 @@ def test_every_example_application_runs_live_from_its_file(start_service, repo, 
         printed = capsys.readouterr().out
         assert "finished: ACT" in printed and "learnt by the demand graph" in printed, printed
         assert "run done: ACT" in printed, printed  # the watch stream saw the end
+
+
+def test_the_blocking_client_drives_a_run_and_names_refused_fields(mesh):
+    from forethought.client import ClientError, ForethoughtClient
+
+    _stub, _demand, _port, address = mesh
+    with ForethoughtClient(address, timeout_s=30) as client:
+        run = client.submit_application("draft_and_check", deadline=time.time() + 600)
+        assert run.estimated_completion_s > 0 and run.gittins_rank > 0
+        answer = client.complete(model=MODEL, max_tokens=8, token_ids=list(range(100, 164)),
+                                 application_id=run.run_id, step="draft", sampling=SamplingParams(ignore_eos=True))
+        assert answer.usage is not None and answer.usage.output_tokens == 8
+        with pytest.raises(ClientError) as refused:
+            client.report_step(run.run_id, "check", -1.0)
+        assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT and refused.value.field == "duration_s"
+        assert client.report_step(run.run_id, "check", 0.1) >= 0
+        finished = client.finish_application(run.run_id)
+        progress = list(client.watch_application(run.run_id))
+    assert finished.learnt and finished.steps == 2
+    assert [(item.step, item.state) for item in progress][-2:] == [("check", "DONE"), ("", "DONE")]
+    assert progress[-1].finished and progress[-1].act_s == pytest.approx(finished.act_s)
+
