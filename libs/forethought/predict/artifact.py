@@ -14,6 +14,7 @@ Artifact layout (one folder, written atomically)::
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -84,6 +85,8 @@ class ForecasterConfig:
     model_bucket_edges: dict[str, tuple[float, ...]] = field(default_factory=dict)
     # False: the head was trained without conversations, so it reads every prompt as a first round
     history_features: bool = True
+    # the backbone's Linear layers run as dynamic int8 (weights int8, activations quantized per batch)
+    backbone_int8: bool = False
 
     def to_json(self) -> dict[str, Any]:
         data = dict(self.__dict__, formulation=self.formulation.value, backbone=self.backbone.value,
@@ -109,6 +112,7 @@ class ForecasterConfig:
             models=tuple(data.get("models", ())),
             model_bucket_edges={model: tuple(edges) for model, edges in data.get("model_bucket_edges", {}).items()},
             history_features=bool(data.get("history_features", True)),
+            backbone_int8=bool(data.get("backbone_int8", False)),
         )
 
 
@@ -224,12 +228,22 @@ class Forecaster:
         model.head.load_state_dict(head_state)
         return Forecaster(model, self.tokenizer, config, spread, self.model_spreads)
 
+    def with_speed(self, max_tokens: int, int8: bool) -> Forecaster:
+        """The same head reading the last ``max_tokens`` tokens, on an int8 copy of the backbone if ``int8``."""
+        backbone = int8_backbone(copy.deepcopy(self.model.backbone)) if int8 and not self.config.backbone_int8 else self.model.backbone
+        config = replace(self.config, max_tokens=max_tokens, backbone_int8=int8 or self.config.backbone_int8)
+        model = ProxyLengthModel(backbone, config.formulation, config.head_hidden, config.pooling, model_input_width(config.models))
+        model.head.load_state_dict(self.model.head.state_dict())
+        return Forecaster(model, self.tokenizer, config, self.spread, self.model_spreads)
+
     def save(self, directory: Path) -> Path:
         """Write the artifact to ``directory`` atomically (staged beside it, then renamed)."""
         directory = Path(directory)
         directory.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}-"))
         if self.config.backbone is BackboneSource.ARTIFACT:
+            if self.config.backbone_int8:
+                raise ValueError("an int8 backbone is made on load: save the artifact's float backbone")
             self.model.backbone.save_pretrained(str(staging / "backbone"))
             self.tokenizer.save_pretrained(str(staging / "backbone"))
         head_state = {name: tensor.contiguous() for name, tensor in self.model.head.state_dict().items()}
@@ -253,6 +267,8 @@ class Forecaster:
         config = ForecasterConfig.from_json(json.loads((directory / "config.json").read_text()))
         backbone_dir = config.backbone.directory(directory)
         backbone = AutoModel.from_pretrained(str(backbone_dir))
+        if config.backbone_int8:
+            backbone = int8_backbone(backbone)
         model = ProxyLengthModel(backbone, config.formulation, config.head_hidden, config.pooling, model_input_width(config.models))
         model.head.load_state_dict(head_weights(directory))
         calibration = json.loads((directory / "calibration.json").read_text())
@@ -272,3 +288,8 @@ def thinned_spread(true_lengths: np.ndarray, log_estimates: np.ndarray, points: 
     residuals = np.log1p(np.asarray(true_lengths, float)) - np.asarray(log_estimates, float)
     kept = np.quantile(residuals, (np.arange(points) + 0.5) / points) if len(residuals) > points else np.sort(residuals)
     return ResidualSpread(tuple(float(value) for value in kept))
+
+
+def int8_backbone(backbone: torch.nn.Module) -> torch.nn.Module:
+    """``backbone`` with its Linear layers dynamically quantized to int8 (in place; about 2x faster on a CPU)."""
+    return torch.ao.quantization.quantize_dynamic(backbone, {torch.nn.Linear}, dtype=torch.qint8)

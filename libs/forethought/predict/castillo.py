@@ -29,6 +29,7 @@ class LengthPair:
     output_sizes: tuple[int, ...]
     split: str = ""
     dataset: str = ""
+    input_tokens: int = 0
 
     @property
     def mean(self) -> float:
@@ -63,6 +64,7 @@ def load_pairs(path: Path, splits: Sequence[str] = ()) -> list[LengthPair]:
             prompt_id=str(record["prompt_id"]), model=str(record["model"]), prompt=str(record["prompt_text"]),
             output_sizes=tuple(int(size) for size in record["output_sizes"]),
             split=str(record.get("split", "")), dataset=str(record.get("dataset", "")),
+            input_tokens=int(record.get("input_size", 0)),
         ))
     return pairs
 

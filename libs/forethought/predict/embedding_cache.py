@@ -24,10 +24,20 @@ Embed = Callable[[list[str]], np.ndarray]
 def backbone_fingerprint(backbone: torch.nn.Module) -> str:
     """Short hash of the backbone's weights: a fine-tuned backbone never reuses another's states."""
     digest = hashlib.blake2b(digest_size=8)
-    for name, tensor in sorted(backbone.state_dict().items()):
+    for name, value in sorted(backbone.state_dict().items()):
         digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        for tensor in _tensors(value):
+            digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
     return digest.hexdigest()
+
+
+def _tensors(value: object) -> list[torch.Tensor]:
+    """The plain tensors in a state-dict value: an int8 layer keeps (quantized weight, bias) tuples."""
+    if isinstance(value, torch.Tensor):
+        return [value.int_repr() if value.is_quantized else value]
+    if isinstance(value, tuple | list):
+        return [tensor for item in value for tensor in _tensors(item)]
+    return []
 
 
 def prompt_digest(prompt: str) -> str:

@@ -1,7 +1,7 @@
 """Train the SSJF proxy length predictor on ShareGPT and write an artifact folder (SSJF section 3.1).
 
     python -m forethought.predict.train [--out DIR] [--quick | --shipped] [--formulation reg-l1|reg-mse|cls|ordinal]
-    python -m forethought.predict.train --castillo FILE [--out DIR] [--shipped] [--max-tokens 128]
+    python -m forethought.predict.train --castillo FILE [--out DIR] [--shipped] [--max-tokens 128] [--int8]
 
 Labels are response lengths in SmolLM2-135M-Instruct tokens (the served model); the head reads each
 prompt's CLS state and its conversation's history features. The full run fine-tunes the backbone (phase
@@ -332,6 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--castillo", type=Path, default=None,
                         help="train the model-aware predictor on this CASTILLO-format file instead (train split; scored on validate)")
     parser.add_argument("--max-tokens", type=int, default=None, help="--castillo: MiniLM tokens read (the prompt's last)")
+    parser.add_argument("--int8", action="store_true", help="--castillo: the backbone's Linear layers in dynamic int8 (faster)")
     parser.add_argument("--validate-train-share", type=float, default=None,
                         help="--castillo: share of validate prompts that join training (default 0.5; the rest are scored)")
     args = parser.parse_args(argv)
@@ -351,10 +352,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def castillo_main(args: argparse.Namespace) -> int:
-    from forethought.predict.train_castillo import CastilloConfig, train_castillo
+    from forethought.predict.train_castillo import SHIPPED_CASTILLO, CastilloConfig, train_castillo
 
-    changes = {"max_tokens": args.max_tokens, "validate_train_share": args.validate_train_share}
-    config = replace(CastilloConfig(seed=args.seed), **{name: value for name, value in changes.items() if value is not None})
+    changes = {"max_tokens": args.max_tokens, "validate_train_share": args.validate_train_share, "backbone_int8": args.int8 or None}
+    base = SHIPPED_CASTILLO if args.shipped else CastilloConfig()
+    config = replace(base, seed=args.seed, **{name: value for name, value in changes.items() if value is not None})
     out = args.out or (SHIPPED_DIR if args.shipped else DEFAULT_ARTIFACT_DIR)
     started = time.perf_counter()
     _, table = train_castillo(args.castillo, out, config)

@@ -31,6 +31,7 @@ from forethought.predict.artifact import (
     BackboneSource,
     Forecaster,
     ForecasterConfig,
+    int8_backbone,
     thinned_spread,
 )
 from forethought.predict.buckets import LengthBuckets
@@ -57,7 +58,12 @@ class CastilloConfig:
     any_model_share: float = 0.2  # rows fitted through the any-model slot
     holdout_share: float = 0.1  # training prompts held out for early stopping and calibration
     validate_train_share: float = 0.5  # validate prompts that join training; the rest are scored
+    backbone_int8: bool = False  # embed (and later serve) with the backbone's Linear layers in dynamic int8
     seed: int = 0
+
+
+# the predictor the package ships: under 10 ms a forecast on 2 cores (docs/predictor.md, Speed)
+SHIPPED_CASTILLO = CastilloConfig(max_tokens=32, backbone_int8=True, head_hidden=128)
 
 
 def held_out(pair: LengthPair, share: float, salt: str = "") -> bool:
@@ -160,15 +166,16 @@ def train_castillo(
         for model in models
     }
     backbone_dir = packaged_backbone_dir()
-    proxy = ProxyLengthModel(AutoModel.from_pretrained(str(backbone_dir)), Formulation.REG_L1, config.head_hidden,
-                             Pooling.MEAN, model_input_width(models))
+    backbone = AutoModel.from_pretrained(str(backbone_dir))
+    proxy = ProxyLengthModel(int8_backbone(backbone) if config.backbone_int8 else backbone, Formulation.REG_L1,
+                             config.head_hidden, Pooling.MEAN, model_input_width(models))
     forecaster_config = ForecasterConfig(
         version=1, formulation=Formulation.REG_L1, max_tokens=config.max_tokens, head_hidden=config.head_hidden,
         bucket_edges=buckets.edges, bucket_log_medians=bucket_log_medians(lengths, buckets),
         backbone=BackboneSource.PACKAGED, pooling=Pooling.MEAN,
         training=dict(asdict(config), data=Path(path).name, fit_pairs=len(fit_pairs), calibration_pairs=len(calibration_pairs),
                       scored_pairs=len(validate_pairs)),
-        models=models, model_bucket_edges=model_edges, history_features=False,
+        models=models, model_bucket_edges=model_edges, history_features=False, backbone_int8=config.backbone_int8,
     )
     base = Forecaster(proxy, AutoTokenizer.from_pretrained(str(backbone_dir)), forecaster_config,
                       thinned_spread(np.ones(1), np.zeros(1)))

@@ -74,3 +74,25 @@ def test_observations_of_one_model_do_not_answer_another_from_the_length_cache(m
     short, long = predictor.predict([prompt, prompt], models=["short", "long"])
     assert (short.source, short.mean) == ("cache", 5.0)
     assert long.source == "model" and not np.isclose(long.mean, 5.0)
+
+
+def test_an_int8_backbone_and_a_shorter_window_keep_the_ranking(model_aware: Path, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    import torch
+    from forethought.predict.artifact import Forecaster
+    from forethought.predict.history import NO_HISTORY
+
+    forecaster = Forecaster.load(model_aware)
+    fast = forecaster.with_speed(16, int8=True)
+    prompts = [f"Write a {kind} about {topic} number {900 + index}." for index, topic in enumerate(TOPICS) for kind in ("essay", "list")]
+    exact = [f.mean for f in forecaster.forecast(prompts, [NO_HISTORY] * len(prompts), ["long"] * len(prompts))]
+    quick = [f.mean for f in fast.forecast(prompts, [NO_HISTORY] * len(prompts), ["long"] * len(prompts))]
+    assert [a > b for a, b in zip(exact[::2], exact[1::2])] == [a > b for a, b in zip(quick[::2], quick[1::2])]
+    # an artifact that says int8 is loaded with its backbone's Linear layers quantized
+    saved = replace(forecaster.config, backbone_int8=True)
+    Forecaster(forecaster.model, forecaster.tokenizer, saved, forecaster.spread, forecaster.model_spreads).save(tmp_path / "int8")
+    loaded = Forecaster.load(tmp_path / "int8")
+    modules = list(loaded.model.backbone.modules())
+    assert not any(type(module) is torch.nn.Linear for module in modules)
+    assert any(isinstance(module, torch.ao.nn.quantized.dynamic.Linear) for module in modules)

@@ -1,0 +1,102 @@
+"""Forecast latency against accuracy for the predictor's speed settings (SSJF section 4.2, predictor
+overhead: 7.6 ms per prompt on a GPU).
+
+    python -m forethought.predict.speed --castillo FILE [--model DIR ...] [--windows 128 64 32] [--threads 2]
+
+For each artifact, token window (the prompt's last N MiniLM tokens; an artifact's head is trained at one
+window, shorter ones read less of the same prompt) and backbone precision (float32, or the Linear layers
+as dynamic int8), it times one ``Forecaster.forecast([prompt])`` call per prompt on CASTILLO validate
+prompts (p50, p99) and scores the same setting on the artifact's scored validate pairs (Kendall tau
+against single answers and SSJF-edge accuracy, averaged over models), so each speed trick shows its
+accuracy cost beside its latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from dataclasses import fields
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from forethought.predict.artifact import Forecaster
+from forethought.predict.castillo import LengthPair, load_pairs
+from forethought.predict.evaluate import OVERALL, castillo_rows, pair_forecasts
+from forethought.predict.history import NO_HISTORY
+from forethought.predict.shipped import resolve_predictor
+from forethought.predict.train_castillo import CastilloConfig, castillo_splits
+
+
+def scored_pairs(forecaster: Forecaster, pairs: list[LengthPair]) -> list[LengthPair]:
+    """The validate pairs the artifact was not trained on (its training config's split)."""
+    names = {field.name for field in fields(CastilloConfig)}
+    config = CastilloConfig(**{name: value for name, value in forecaster.config.training.items() if name in names})
+    return castillo_splits(pairs, config)["scored"]
+
+
+def latencies_ms(forecaster: Forecaster, pairs: list[LengthPair]) -> np.ndarray:
+    """Milliseconds of one forecast per pair, one prompt at a time, after two warm-up calls."""
+    for pair in pairs[:2]:
+        forecaster.forecast([pair.prompt], [NO_HISTORY], [pair.model])
+    timings = []
+    for pair in pairs:
+        started = time.perf_counter()
+        forecaster.forecast([pair.prompt], [NO_HISTORY], [pair.model])
+        timings.append((time.perf_counter() - started) * 1000)
+    return np.asarray(timings)
+
+
+def speed_rows(
+    forecaster: Forecaster, name: str, pairs: list[LengthPair], windows: list[int], timed: int, scored: int,
+    seed: int = 0,
+) -> list[str]:
+    """One table row per (window, precision) of ``forecaster``."""
+    rng = np.random.default_rng(seed)
+    candidates = scored_pairs(forecaster, pairs)
+    prompt_ids = sorted({pair.prompt_id for pair in candidates})
+    chosen = set(rng.choice(prompt_ids, size=min(scored, len(prompt_ids)), replace=False).tolist())
+    sample = [pair for pair in candidates if pair.prompt_id in chosen]
+    timed_pairs = [sample[index] for index in rng.choice(len(sample), size=min(timed, len(sample)), replace=False)]
+    rows = []
+    for window in windows:
+        for int8 in (False, True):
+            variant = forecaster.with_speed(window, int8)
+            timings = latencies_ms(variant, timed_pairs)
+            points, p90s = pair_forecasts(variant, sample, embedding_cache=None)
+            overall = castillo_rows(sample, points, p90s)[OVERALL][0]
+            rows.append(
+                f"| {name} | {forecaster.config.training.get('max_tokens', forecaster.config.max_tokens)} | {window} | "
+                f"{'int8' if int8 else 'float32'} | {np.percentile(timings, 50):.1f} | {np.percentile(timings, 99):.1f} | "
+                f"{overall.tau_samples:.3f} | {overall.ssjf_accuracy:.3f} | {overall.pairs} |"
+            )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--castillo", type=Path, required=True, help="CASTILLO-format file (its validate split is used)")
+    parser.add_argument("--model", type=Path, nargs="*", default=[], help="predictor folders (default: the one the service loads)")
+    parser.add_argument("--windows", type=int, nargs="+", default=[128, 64, 32], help="token windows to try")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads")
+    parser.add_argument("--prompts", type=int, default=200, help="prompts timed per setting")
+    parser.add_argument("--scored-prompts", type=int, default=300, help="validate prompts scored per setting (all their models)")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    torch.set_num_threads(args.threads)
+    pairs = load_pairs(args.castillo, ["validate"])
+    print(f"torch threads {args.threads}; one forecast([prompt]) call per prompt; accuracy: mean over models\n")
+    print("| predictor | trained window | window | backbone | p50 (ms) | p99 (ms) | tau vs samples | SSJF-edge acc | pairs scored |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for directory in args.model or [None]:
+        choice = resolve_predictor(directory)
+        for row in speed_rows(Forecaster.load(choice.directory), str(directory or "default"), pairs, args.windows,
+                              args.prompts, args.scored_prompts):
+            print(row, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
