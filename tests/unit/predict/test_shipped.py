@@ -56,8 +56,11 @@ def test_the_shipped_artifact_is_a_small_head_on_the_packaged_backbone() -> None
     assert sorted(path.name for path in SHIPPED_DIR.iterdir()) == ["calibration.json", "config.json", HEAD_FILE]
     assert (SHIPPED_DIR / HEAD_FILE).stat().st_size < 300_000
     head = load_file(SHIPPED_DIR / HEAD_FILE)
-    assert head["0.weight"].shape == (config["head_hidden"], 384 + 7)
-    assert config["metrics"]["samples"]["test"] == 1500  # the fine-tuned predictor's test split
+    # text state, history features, one-hot of the 13 CASTILLO models, the any-model slot, prompt length
+    assert len(config["models"]) == 13
+    assert head["0.weight"].shape == (config["head_hidden"], 384 + 7 + 13 + 2)
+    assert config["backbone_int8"] and config["max_tokens"] == 32
+    assert set(config["metrics"]["castillo_validate"]) == {*config["models"], "mean over models"}
 
 
 def test_the_resolver_prefers_a_fine_tuned_predictor_of_the_current_format(quick_artifact: Path) -> None:
