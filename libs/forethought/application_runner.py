@@ -43,7 +43,7 @@ async def run(args: argparse.Namespace) -> int:
             if step.answers:
                 print(f"  {step.step}: {len(step.answers)} request(s); first answer: {step.answers[0].text[:100]!r}", flush=True)
 
-        options = PlayOptions(args.model, args.max_tokens, args.max_tool_s, args.seed)
+        options = PlayOptions(args.model, args.max_tokens, args.max_tool_s, args.seed, args.max_prompt_tokens)
         try:
             finished = await run_application_file(client, where["demand"], args.file, options, started, played)
             await asyncio.wait_for(asyncio.gather(*watchers), args.timeout)
@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--model", default="SmolLM2-135M-Instruct", help="the served model every LLM step runs on")
     play.add_argument("--max-tokens", type=int, default=32, help="cap on a step's drawn output length")
     play.add_argument("--max-tool-s", type=float, default=2.0, help="cap on a tool step's drawn duration")
+    play.add_argument("--max-prompt-tokens", type=int, default=1024, help="cap on a step's drawn prompt length (the model's context)")
     play.add_argument("--seed", type=int, default=0, help="seed of the run's draw")
     play.add_argument("--scheduler", default="", help="scheduler address (default: the one `forethought up` started)")
     play.add_argument("--demand", default="", help="demand service address (default: the one `forethought up` started)")

@@ -9,6 +9,7 @@ Prompts are text of the drawn length (a replay of the application's shape, not o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,13 +31,15 @@ FILLER = ("Summarize what this step of the application must do, and then do it c
 
 @dataclass(frozen=True)
 class PlayOptions:
-    """How a drawn run is played: the served model every LLM step runs on, caps on the drawn output
-    length and tool duration (a live replay stays short), and the seed of the draw."""
+    """How a drawn run is played: the served model every LLM step runs on, caps on the drawn prompt and
+    output lengths (the served model's context) and tool duration (a live replay stays short), and the
+    seed of the draw."""
 
     model: str = "SmolLM2-135M-Instruct"
     max_tokens: int = 32
     max_tool_s: float = 2.0
     seed: int = 0
+    max_prompt_tokens: int = 1024
 
 
 @dataclass(frozen=True)
@@ -88,8 +91,13 @@ async def run_application_file(
     await register_application(demand_address, Path(path).read_text())
     run = await client.submit_application(graph.name)
     started(run, steps)
-    for execution in steps:
-        played(await _play(client, graph, run.run_id, execution, options))
+    try:
+        for execution in steps:
+            played(await _play(client, graph, run.run_id, execution, options))
+    except BaseException:
+        with contextlib.suppress(ClientError):  # the run is abandoned, not left open until the scheduler expires it
+            await asyncio.shield(client.finish_application(run.run_id, failed=True))
+        raise
     return await client.finish_application(run.run_id)
 
 
@@ -104,7 +112,7 @@ async def _play(client: AsyncForethoughtClient, graph: PDGraph, run_id: str, exe
     max_tokens = max(1, min(consumption.output_tokens, options.max_tokens))
     answers = await asyncio.gather(*(client.complete(
         model=options.model, max_tokens=max_tokens, sampling=SamplingParams(temperature=0.0),
-        prompt=step_prompt(graph.name, execution.unit, index, consumption.input_tokens),
+        prompt=step_prompt(graph.name, execution.unit, index, min(consumption.input_tokens, options.max_prompt_tokens)),
         application_id=run_id, step=execution.unit,
     ) for index in range(consumption.parallelism)))  # one execution: its requests go together
     return StepPlayed(execution.unit, answers=tuple(answers))

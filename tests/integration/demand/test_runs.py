@@ -55,3 +55,24 @@ def test_timers_fire_in_due_order_and_a_newer_report_makes_older_ones_stale():
         timers.update(reports.get_nowait())
         assert [timer.report.run_id for timer in timers.pop_due(110.0)] == ["b"]
         assert timers.wait_s(110.0) is None
+
+
+def test_a_step_is_decided_once_while_its_run_stays_in_the_same_step():
+    clock = Clock()
+    board = RunBoard(ttl_s=3600, clock=clock)
+    timers = PrewarmTimers()
+    with board.watch() as reports:
+        board.report("app", "a", RunPosition("fetch"), attained_s=0.0)
+        first = reports.get_nowait()
+        timers.update(first)
+        timer = Timer(101.0, first, "search")
+        assert not timers.sent(timer)
+        timers.mark_sent(timer)
+        board.report("app", "a", RunPosition("fetch"), attained_s=1.0)  # re-ranked in the same step
+        again = reports.get_nowait()
+        timers.update(again)
+        assert timers.sent(Timer(102.0, again, "search")) and not timers.sent(Timer(102.0, again, "lookup"))
+        board.report("app", "a", RunPosition("search"), attained_s=0.0)  # moved on: decided afresh
+        moved = reports.get_nowait()
+        timers.update(moved)
+        assert not timers.sent(Timer(103.0, moved, "search"))

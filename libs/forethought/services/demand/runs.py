@@ -109,19 +109,31 @@ class Timer:
 
 
 class PrewarmTimers:
-    """One watcher's pending decisions: a heap by due time; a timer of an outdated report is dropped."""
+    """One watcher's pending decisions: a heap by due time; a timer of an outdated report is dropped, and
+    a step is decided once while its run stays in the same step (a run re-reports it as it is re-ranked)."""
 
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, Timer]] = []
         self._latest: dict[RunKey, int] = {}
+        self._sent: dict[RunKey, tuple[str, set[str]]] = {}  # the run's step, and the steps decided in it
         self._order = itertools.count()
 
     def update(self, report: RunReport) -> None:
         """Makes the run's earlier timers stale."""
         if report.position is None:
             self._latest.pop(report.key, None)
+            self._sent.pop(report.key, None)
         else:
             self._latest[report.key] = report.sequence
+            if self._sent.get(report.key, ("", set()))[0] != report.position.unit:
+                self._sent[report.key] = (report.position.unit, set())
+
+    def sent(self, timer: Timer) -> bool:
+        """Whether the timer's step was decided already while its run is in this step."""
+        return timer.unit in self._sent.get(timer.report.key, ("", set()))[1]
+
+    def mark_sent(self, timer: Timer) -> None:
+        self._sent.setdefault(timer.report.key, ("", set()))[1].add(timer.unit)
 
     def add(self, timer: Timer) -> None:
         heapq.heappush(self._heap, (timer.due_s, next(self._order), timer))

@@ -168,8 +168,9 @@ class DemandServicer(demand_pb2_grpc.DemandServiceServicer):
                     timers.update(report)
                     await self._schedule(timers, report, knob)
                 for timer in timers.pop_due(clock()):
-                    decision = await self._due(timers, timer, knob)
+                    decision = None if timers.sent(timer) else await self._due(timers, timer, knob)
                     if decision is not None:
+                        timers.mark_sent(timer)
                         yield demand_pb2.WatchPrewarmResponse(decision=decision_to_proto(timer.report, decision, self._warmup_s))
 
     async def _position(self, graph: PDGraph, request: demand_pb2.EstimateRequest, input_tokens: int | None,
