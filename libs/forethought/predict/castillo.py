@@ -9,6 +9,7 @@ predictor can know (the evaluation's ceiling).
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -75,3 +76,23 @@ def by_model(pairs: Sequence[LengthPair]) -> dict[str, list[int]]:
     for index, pair in enumerate(pairs):
         rows.setdefault(pair.model, []).append(index)
     return dict(sorted(rows.items()))
+
+
+def held_out(pair: LengthPair, share: float, salt: str = "") -> bool:
+    """Whether ``pair``'s prompt is among a ``share`` of prompts drawn by a hash of its id (and ``salt``),
+    so every model's pair of a prompt is drawn together."""
+    digest = hashlib.blake2b((salt + pair.prompt_id).encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") / 2**32 < share
+
+
+def castillo_splits(pairs: Sequence[LengthPair], validate_train_share: float, holdout_share: float) -> dict[str, list[LengthPair]]:
+    """``fit`` (head weights), ``calibration`` (early stopping and spreads) and ``scored`` pairs: the train
+    split and ``validate_train_share`` of the validate prompts are for training, ``holdout_share`` of those
+    prompts for calibration; the other validate prompts are scored."""
+    joins = [pair.split != "validate" or held_out(pair, validate_train_share, "validate:") for pair in pairs]
+    training = [pair for pair, joined in zip(pairs, joins) if joined]
+    return {
+        "fit": [pair for pair in training if not held_out(pair, holdout_share)],
+        "calibration": [pair for pair in training if held_out(pair, holdout_share)],
+        "scored": [pair for pair, joined in zip(pairs, joins) if not joined],
+    }

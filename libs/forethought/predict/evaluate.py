@@ -14,7 +14,8 @@ the ablation of section 4.3 (Table 2): a phase-2 head per formulation on the art
 plus the default head without the history features (text only).
 
 ``--castillo FILE`` scores the predictor on a file of CASTILLO's format instead (each prompt answered
-several times by each of several models): per model and averaged over models, Kendall tau against the
+several times by each of several models; a predictor trained on CASTILLO is scored on the validate
+prompts it did not train on): per model and averaged over models, Kendall tau against the
 pair mean and against single answers, accuracy with SSJF's class edges and with quintiles, MAE and the
 share of answers under the p90 forecast, each beside the ceiling (an oracle knowing each pair's mean).
 The table is printed and written as JSON (``--json``).
@@ -34,7 +35,7 @@ import numpy as np
 import torch
 
 from forethought.predict.artifact import Forecaster
-from forethought.predict.castillo import LengthPair, by_model, load_pairs
+from forethought.predict.castillo import LengthPair, by_model, castillo_splits, load_pairs
 from forethought.predict.embedding_cache import EmbeddingCache
 from forethought.predict.history import HISTORY_FEATURES, NO_HISTORY
 from forethought.predict.length_cache import LengthCache
@@ -210,6 +211,15 @@ def pair_forecasts(
             np.asarray([forecast.quantiles[90] for forecast in forecasts]))
 
 
+def scored_pairs(forecaster: Forecaster, pairs: list[LengthPair]) -> list[LengthPair]:
+    """The pairs the artifact did not train on: for one trained on CASTILLO, the validate prompts its
+    training config left out; for any other, all of them."""
+    training = forecaster.config.training
+    if "validate_train_share" not in training:
+        return pairs
+    return castillo_splits(pairs, training["validate_train_share"], training["holdout_share"])["scored"]
+
+
 def castillo_rows(pairs: Sequence[LengthPair], points: np.ndarray, p90s: np.ndarray) -> dict[str, tuple[PairReport, PairReport]]:
     """(forecast, ceiling) reports per model, then their mean over models."""
     rows = {}
@@ -230,7 +240,7 @@ def evaluate_castillo(
     forecaster: Forecaster, description: str, path: Path, splits: Sequence[str], json_out: Path | None,
     embedding_cache: Path | None = EMBEDDINGS_DIR,
 ) -> str:
-    pairs = load_pairs(path, splits)
+    pairs = scored_pairs(forecaster, load_pairs(path, splits))
     if not pairs:
         raise SystemExit(f"no pairs of split {', '.join(splits)} in {path}")
     points, p90s = pair_forecasts(forecaster, pairs, embedding_cache, progress=True)

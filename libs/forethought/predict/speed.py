@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -24,17 +23,9 @@ import torch
 
 from forethought.predict.artifact import Forecaster
 from forethought.predict.castillo import LengthPair, load_pairs
-from forethought.predict.evaluate import OVERALL, castillo_rows, pair_forecasts
+from forethought.predict.evaluate import OVERALL, castillo_rows, pair_forecasts, scored_pairs
 from forethought.predict.history import NO_HISTORY
 from forethought.predict.shipped import resolve_predictor
-from forethought.predict.train_castillo import CastilloConfig, castillo_splits
-
-
-def scored_pairs(forecaster: Forecaster, pairs: list[LengthPair]) -> list[LengthPair]:
-    """The validate pairs the artifact was not trained on (its training config's split)."""
-    names = {field.name for field in fields(CastilloConfig)}
-    config = CastilloConfig(**{name: value for name, value in forecaster.config.training.items() if name in names})
-    return castillo_splits(pairs, config)["scored"]
 
 
 def latencies_ms(forecaster: Forecaster, pairs: list[LengthPair]) -> np.ndarray:

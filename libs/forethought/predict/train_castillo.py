@@ -19,7 +19,6 @@ hash of the prompt id) join training and the other half is scored (the ``--casti
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,7 +34,7 @@ from forethought.predict.artifact import (
     thinned_spread,
 )
 from forethought.predict.buckets import LengthBuckets
-from forethought.predict.castillo import LengthPair, load_pairs
+from forethought.predict.castillo import LengthPair, castillo_splits, load_pairs
 from forethought.predict.embedding_cache import EmbeddingCache
 from forethought.predict.evaluate import OVERALL, castillo_json, castillo_rows, pair_forecasts
 from forethought.predict.fitting import torch_threads
@@ -64,24 +63,6 @@ class CastilloConfig:
 
 # the predictor the package ships: under 10 ms a forecast on 2 cores (docs/predictor.md, Speed)
 SHIPPED_CASTILLO = CastilloConfig(max_tokens=32, backbone_int8=True, head_hidden=128)
-
-
-def held_out(pair: LengthPair, share: float, salt: str = "") -> bool:
-    """Whether ``pair``'s prompt is among a ``share`` of prompts drawn by a hash of its id (and ``salt``),
-    so every model's pair of a prompt is drawn together."""
-    digest = hashlib.blake2b((salt + pair.prompt_id).encode(), digest_size=4).digest()
-    return int.from_bytes(digest, "big") / 2**32 < share
-
-
-def castillo_splits(pairs: list[LengthPair], config: CastilloConfig) -> dict[str, list[LengthPair]]:
-    """``fit`` (head weights), ``calibration`` (early stopping and spreads) and ``scored`` pairs."""
-    joins = [pair.split != "validate" or held_out(pair, config.validate_train_share, "validate:") for pair in pairs]
-    training = [pair for pair, joined in zip(pairs, joins) if joined]
-    return {
-        "fit": [pair for pair in training if not held_out(pair, config.holdout_share)],
-        "calibration": [pair for pair in training if held_out(pair, config.holdout_share)],
-        "scored": [pair for pair, joined in zip(pairs, joins) if not joined],
-    }
 
 
 def answer_targets(pairs: list[LengthPair]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -155,7 +136,7 @@ def train_castillo(
     from transformers import AutoModel, AutoTokenizer
 
     pairs = load_pairs(path)
-    splits = castillo_splits(pairs, config)
+    splits = castillo_splits(pairs, config.validate_train_share, config.holdout_share)
     fit_pairs, calibration_pairs, validate_pairs = splits["fit"], splits["calibration"], splits["scored"]
     models = tuple(sorted({pair.model for pair in fit_pairs}))
     lengths = np.concatenate([np.asarray(pair.output_sizes, float) for pair in fit_pairs])

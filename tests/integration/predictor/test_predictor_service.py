@@ -91,3 +91,33 @@ def test_the_wheel_carries_the_shipped_predictor(tmp_path, repo):
     with zipfile.ZipFile(next(tmp_path.glob("forethought-*.whl"))) as wheel:
         shipped = sorted(name for name in wheel.namelist() if name.startswith("forethought/predict/shipped_head/"))
     assert [name.rsplit("/", 1)[1] for name in shipped] == ["calibration.json", "config.json", "head.safetensors"]
+
+
+def test_forecasts_are_for_the_requests_model_and_an_unseen_model_learns_from_observe(start_service, tmp_path):
+    """The shipped model-aware predictor: known models answer in their own tokens; an unseen one is
+    calibrated by its Observe calls, and the calibration survives a restart (it lives in the observations)."""
+    settings = ("--observations-path", str(tmp_path / "observations.jsonl"))
+    env = {"FORETHOUGHT_CACHE": str(tmp_path / "empty-cache")}
+    prompt = "Write a Python function that parses an ISO 8601 date string, with tests."
+    service = start_service("predictor", *settings, env=env, timeout_s=120)
+    with grpc.insecure_channel(service.address) as channel:
+        stub = predictor_pb2_grpc.PredictorServiceStub(channel)
+
+        def forecast(model):
+            return stub.Predict(predictor_pb2.PredictRequest(prompts=[prompt], model=model), timeout=60).forecasts[0]
+
+        gemma, llama = forecast("google--gemma-3-4b-it"), forecast("meta-llama--Llama-3.3-70B-Instruct")
+        assert gemma.mean != llama.mean and list(gemma.bucket_edges) != list(llama.bucket_edges)
+        before = forecast("newcomer").mean
+        for index in range(30):
+            stub.Observe(predictor_pb2.ObserveRequest(prompt=f"Summarize chapter {index} of the report.", output_tokens=3000,
+                                                      model="newcomer"), timeout=30)
+        after = forecast("newcomer").mean
+        assert after > 2 * before
+        assert forecast("").mean == forecast("SmolLM2-135M-Instruct").mean  # the default model, not the newcomer
+    service.terminate()
+    restarted = start_service("predictor", *settings, env=env, timeout_s=120)
+    with grpc.insecure_channel(restarted.address) as channel:
+        reply = predictor_pb2_grpc.PredictorServiceStub(channel).Predict(
+            predictor_pb2.PredictRequest(prompts=[prompt], model="newcomer"), timeout=60)
+    assert abs(reply.forecasts[0].mean - after) < 1e-3 * after

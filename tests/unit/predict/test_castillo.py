@@ -31,3 +31,17 @@ def test_a_line_without_lengths_is_named(tmp_path: Path) -> None:
     path = write_rows(tmp_path / "c.jsonl.gz", [row("a", "m"), row("b", "m", sizes=())])
     with pytest.raises(InvalidField, match="line 2.output_sizes"):
         load_pairs(path)
+
+
+def test_splits_keep_every_model_of_a_prompt_together_and_score_only_unseen_validate_prompts() -> None:
+    from forethought.predict.castillo import LengthPair, castillo_splits
+
+    pairs = [LengthPair(str(index), model, f"p{index}", (1,), "validate" if index % 2 else "train")
+             for index in range(400) for model in ("a", "b")]
+    splits = castillo_splits(pairs, validate_train_share=0.5, holdout_share=0.1)
+    assert sum(len(rows) for rows in splits.values()) == len(pairs)
+    ids = {name: {pair.prompt_id for pair in rows} for name, rows in splits.items()}
+    assert not ids["scored"] & (ids["fit"] | ids["calibration"]) and not ids["fit"] & ids["calibration"]
+    assert all(pair.split == "validate" for pair in splits["scored"])
+    assert 70 < len(ids["scored"]) < 130  # about half of the 200 validate prompts
+    assert castillo_splits(pairs, 0.0, 0.1)["scored"] == [pair for pair in pairs if pair.split == "validate"]
