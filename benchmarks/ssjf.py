@@ -15,6 +15,12 @@ The queue order is the shared ``forethought.queueing`` policy built by name: ``f
 by the forecast (SSJF), the forecast with aging (section 6), or the true length (oracle SJF).
 
     forethought bench ssjf [--model DIR] [--requests 1000] [--continuous-requests 300] [--loads 0.6,0.8,0.95,1.2]
+    forethought bench ssjf --castillo FILE [--model DIR] ...
+
+``--castillo FILE`` takes the requests from CASTILLO-format labels instead: (prompt, model) pairs of the
+validate prompts the model-aware predictor was not trained on, each request carrying its served model,
+its true length one of the pair's answers drawn at random (capped at ``--max-output-tokens``) and its
+forecast the predictor's for that model.
 
 Loads are offered load as a share of FCFS capacity. The paper's throughput gains (2.2-3.6x) can only
 arise when requests arrive faster than FCFS serves them, so its rates reach into overload; the summary
@@ -26,7 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +47,7 @@ from forethought.workloads.azure import azure_arrivals
 from forethought.workloads.workload import TokenSegment, TraceRequest, Workload
 
 from benchmarks.report import (
+    RESULTS_ROOT,
     LineSeries,
     ResultTable,
     add_output_argument,
@@ -62,6 +69,7 @@ class Job:
     prompt_tokens: int
     output_tokens: int
     forecast_tokens: float
+    model: str = ""
 
 
 @dataclass(frozen=True)
@@ -164,7 +172,7 @@ SCORING_BATCH = 64
 
 
 def at_arrivals(jobs: Sequence[Job], arrivals_s: np.ndarray) -> list[Job]:
-    return [Job(j.request_id, float(t), j.prompt_tokens, j.output_tokens, j.forecast_tokens) for j, t in zip(jobs, arrivals_s)]
+    return [replace(job, arrival_s=float(t)) for job, t in zip(jobs, arrivals_s)]
 
 
 def saturated_throughput(mode: str, jobs: Sequence[Job], args: argparse.Namespace) -> float:
@@ -182,6 +190,27 @@ def load_jobs(model_dir: Path, count: int, seed: int) -> list[Job]:
         Job(f"req-{index}", 0.0, int(records[row]["prompt_tokens"]), int(records[row]["output_tokens"]),
             float(records[row]["forecast_tokens"]))
         for index, row in enumerate(order)
+    ]
+
+
+def castillo_jobs(model_dir: Path, path: Path, count: int, seed: int, max_output_tokens: int) -> list[Job]:
+    """Requests from the CASTILLO pairs the model-aware predictor at ``model_dir`` did not train on, with
+    its forecasts for each pair's model (prompts embedded once, cached)."""
+    from forethought.predict.artifact import Forecaster
+    from forethought.predict.castillo import load_pairs
+    from forethought.predict.evaluate import pair_forecasts, scored_pairs
+
+    forecaster = Forecaster.load(model_dir)
+    if not forecaster.config.models:
+        raise MissingPrerequisite(f"--model: {model_dir} knows no served model: `forethought train-predictor --castillo FILE` trains one")
+    rng = np.random.default_rng(seed)
+    candidates = scored_pairs(forecaster, load_pairs(path, ["validate"]))
+    pairs = [candidates[row] for row in rng.permutation(len(candidates))[:count]]
+    forecasts, _ = pair_forecasts(forecaster, pairs, progress=True)
+    return [
+        Job(f"req-{index}", 0.0, max(pair.input_tokens, 1), min(int(rng.choice(pair.output_sizes)), max_output_tokens),
+            float(forecast), pair.model)
+        for index, (pair, forecast) in enumerate(zip(pairs, forecasts))
     ]
 
 
@@ -234,8 +263,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--noise-sigmas", default="0.25,0.5,1.0,2.0",
                         help="log-normal noise on the true length for the ranking-quality sweep (empty: skip)")
     parser.add_argument("--sweep-loads", default="0.95,1.2", help="offered loads of the ranking-quality sweep")
+    parser.add_argument("--castillo", type=Path, default=None,
+                        help="requests from this CASTILLO-format file's validate pairs, forecast for their model (a model-aware --model)")
+    parser.add_argument("--max-output-tokens", type=int, default=2048, help="--castillo: cap on a request's true length")
     add_output_argument(parser, "ssjf")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.castillo is not None and args.out == RESULTS_ROOT / "ssjf":
+        args.out = RESULTS_ROOT / "ssjf" / "castillo"
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,7 +281,10 @@ def main(argv: list[str] | None = None) -> int:
         args.model = resolve_predictor(args.model).directory
     except ValueError as error:
         raise MissingPrerequisite(f"--model: {error}") from error
-    jobs = load_jobs(args.model, args.requests, args.seed)
+    if args.castillo is not None:
+        jobs = castillo_jobs(args.model, args.castillo, args.requests, args.seed, args.max_output_tokens)
+    else:
+        jobs = load_jobs(args.model, args.requests, args.seed)
     base_arrivals = azure_arrivals("conv", len(jobs), 1.0, args.data_dir)  # 1 request/s: each load divides it
     loads = [float(value) for value in args.loads.split(",")]
     schedulers = [
@@ -284,8 +322,10 @@ def main(argv: list[str] | None = None) -> int:
         series = [LineSeries(s.label, loads, means[:, i].tolist()) for i, s in enumerate(schedulers)]
         line_plot(out / f"jct_{mode.replace(' ', '_')}.png", series, f"Mean JCT, {mode}",
                   "offered load (share of FCFS capacity)", "mean JCT (s)")
+    source = (f"CASTILLO validate (prompt, model) requests of {len(set(job.model for job in jobs))} models, one answer each "
+              f"(capped at {args.max_output_tokens} tokens)" if args.castillo is not None else "held-out ShareGPT requests")
     preamble = (
-        f"{len(jobs)} held-out ShareGPT requests ({args.continuous_requests} of them in continuous batching), "
+        f"{len(jobs)} {source} ({args.continuous_requests} of them in continuous batching), "
         f"forecasts from `{args.model.name}` (v{artifact_version(args.model)}), "
         f"Azure conv arrivals, profile `{args.profile}`, max batch {args.max_batch}, batch wait {args.batch_wait_s} s, "
         f"aging {args.aging_rate} tokens/s."
@@ -298,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
 def with_noisy_forecasts(jobs: Sequence[Job], sigma: float, rng: np.random.Generator) -> list[Job]:
     """Forecasts = true length x log-normal noise: a predictor of a chosen ranking quality."""
     noise = np.exp(rng.normal(0.0, sigma, len(jobs)))
-    return [Job(j.request_id, j.arrival_s, j.prompt_tokens, j.output_tokens, j.output_tokens * float(k)) for j, k in zip(jobs, noise)]
+    return [replace(job, forecast_tokens=job.output_tokens * float(k)) for job, k in zip(jobs, noise)]
 
 
 def kendall_tau(jobs: Sequence[Job]) -> float:
