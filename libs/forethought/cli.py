@@ -273,6 +273,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--no-baselines", action="store_true", help="skip the Max- and Min-heuristics")
     plan.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the planner")
 
+    commands.add_parser("run", help="plan a multi-LLM job file and run it on the workers (forethought run --help)",
+                        add_help=False)
     commands.add_parser("app", help="run an application file against the mesh (forethought app run FILE; docs/applications.md)",
                         add_help=False)
     commands.add_parser("train-predictor", help="train the output-length predictor (forethought train-predictor --help)", add_help=False)
@@ -289,6 +291,10 @@ def main(argv: list[str] | None = None) -> int:
         from forethought.services import service_spec
 
         return serve_main(service_spec(argv[1]), argv[2:])
+    if argv[:1] == ["run"]:
+        from forethought.planner_runner import main as run_main
+
+        return run_main(argv[1:])
     if argv[:1] == ["app"]:
         from forethought.application_runner import main as app_main
 
