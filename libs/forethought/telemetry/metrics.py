@@ -36,6 +36,10 @@ SLO_REQUESTS = Counter(
     "completed requests that set an objective (TTFT from arrival at the scheduler, mean TPOT), by whether it was met",
     ["model", "objective", "outcome"],
 )
+RESUMED_STREAMS = Counter(
+    "forethought_resumed_streams_total",
+    "streams whose worker was lost mid-way, resumed on another worker from the tokens already sent", ["model"],
+)
 FAILOVERS = Counter(
     "forethought_failovers_total", "requests whose worker was lost: retried elsewhere or failed", ["model", "outcome"]
 )

@@ -165,7 +165,8 @@ def _running(stub: scheduler_pb2_grpc.SchedulerServiceStub, worker_id: str) -> b
 
 @pytest.mark.parametrize("sent", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "frozen"])
 def test_a_worker_lost_after_the_first_token_fails_the_stream_cleanly(start_service, sent):
-    """Killed, its stream breaks; frozen, the stream stays open and the registry says it died."""
+    """Killed, its stream breaks; frozen, the stream stays open and the registry says it died. Sampled
+    without a seed, the stream cannot be resumed elsewhere: it fails saying how much was delivered."""
     workers = {name: worker(start_service, name, "1") for name in ("w0", "w1")}
     try:
         with metered_front_door(start_service, 2) as (_, stub, port):
@@ -180,9 +181,38 @@ def test_a_worker_lost_after_the_first_token_fails_the_stream_cleanly(start_serv
         for service in workers.values():
             service.process.send_signal(signal.SIGKILL)
     assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
-    assert "after the first token" in failed.value.details()
+    assert "after the first token" in failed.value.details() and "not resumable" in failed.value.details()
+    assert re.search(r"; [1-9]\d* tokens were delivered", failed.value.details())
     assert waited_s < 15  # at worst the heartbeat's 2 s TTL and a probe, not the call's 30 s deadline
     assert metric(port, "forethought_failovers_total", model=MODEL, outcome="failed") == 1
+
+
+@pytest.mark.parametrize("sent", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "frozen"])
+@pytest.mark.parametrize("sampling", [common_pb2.SamplingParams(temperature=0.0, ignore_eos=True),
+                                      common_pb2.SamplingParams(seed=7, ignore_eos=True)], ids=["greedy", "seeded"])
+def test_a_greedy_or_seeded_stream_resumes_on_another_worker_after_losing_its_own(start_service, sent, sampling):
+    """The client sees one unbroken stream: the rest comes from the other worker, which is given the prompt
+    and the tokens already sent, and the usage counts the whole request."""
+    workers = {name: worker(start_service, name, "1") for name in ("w0", "w1")}
+    prompt = list(range(300, 364))
+    request = token_request("resumed", prompt, 300)
+    request.sampling.CopyFrom(sampling)
+    try:
+        with metered_front_door(start_service, 2) as (_, stub, port):
+            stream = stub.Generate(request, timeout=60)
+            first = next(stream)
+            replies = [first, next(stream), next(stream)]
+            workers[first.worker_id].process.send_signal(sent)
+            replies += list(stream)
+    finally:
+        for service in workers.values():
+            service.process.send_signal(signal.SIGKILL)
+    movers = [reply.worker_id for reply in replies if reply.worker_id]
+    assert movers[0] == first.worker_id and len(movers) == 2 and movers[1] != first.worker_id
+    assert sum(len(reply.token_ids) for reply in replies) == 300
+    assert replies[-1].finish_reason == common_pb2.FINISH_REASON_LENGTH
+    assert (replies[-1].usage.prompt_tokens, replies[-1].usage.output_tokens) == (len(prompt), 300)
+    assert metric(port, "forethought_resumed_streams_total", model=MODEL) == 1
 
 
 def test_a_hung_worker_is_given_up_when_its_heartbeat_expires_and_its_request_moves(start_service):

@@ -8,6 +8,7 @@ is a step of that run: ``ApplicationRuns`` checks its order and gives it the run
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -25,6 +26,7 @@ from forethought.rpc.errors import (
     invalid_argument_of,
 )
 from forethought.scheduling import WORKER_LOSS_CODES, PlacementStatus, ScheduledRequest
+from forethought.scheduling.resume import continuation, resumable
 from forethought.services.scheduler.applications import ApplicationRuns, StepTicket
 from forethought.services.scheduler.forecasts import (
     Forecast,
@@ -35,13 +37,17 @@ from forethought.services.scheduler.placement import PlacementLoop, RequestWithd
 from forethought.services.scheduler.pool import WorkerPool
 from forethought.services.scheduler.requests import (
     PromptTokens,
+    StreamDetokenizer,
     forecast_prompt,
     generation_of,
     health_of,
     validate,
 )
+from forethought.telemetry.metrics import RESUMED_STREAMS
 from forethought.telemetry.tracing import trace_metadata
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2
+
+log = logging.getLogger(__name__)
 
 
 class WorkerLost(Exception):
@@ -56,7 +62,8 @@ def _being_cancelled() -> bool:
 class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     def __init__(self, pool: WorkerPool, registry: WorkerRegistry, placement: PlacementLoop,
                  forecasts: ForecastClient, prompt_tokens: PromptTokens, applications: ApplicationRuns, block_size: int,
-                 heartbeat_ttl_s: float, clock: Callable[[], float] = time.time) -> None:
+                 heartbeat_ttl_s: float, resume_streams: bool = True, max_resumes: int = 2,
+                 clock: Callable[[], float] = time.time) -> None:
         self._pool = pool
         self._registry = registry
         self._placement = placement
@@ -65,6 +72,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         self._applications = applications
         self._block_size = block_size
         self._heartbeat_ttl_s = heartbeat_ttl_s
+        self._resume_streams = resume_streams
+        self._max_resumes = max_resumes
         self._clock = clock
 
     async def Generate(
@@ -89,6 +98,10 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             if ticket is not None:
                 self._applications.end_step(ticket, request_id, None)
             raise
+        # One detokenizer for the whole stream, so a resumed stream's text joins the text already sent.
+        detokenize = self._prompt_tokens.detokenizer(request.model) if request.return_text else None
+        delivered: list[int] = []  # output token ids the client has been sent
+        resumes = 0
         try:
             while True:
                 try:
@@ -99,7 +112,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 call: grpc.aio.UnaryStreamCall | None = None
                 try:
                     call = self._worker_call(worker_id, scheduled, context)
-                    async for reply in self._relay(scheduled, call, request, prompt, ticket):
+                    async for reply in self._relay(scheduled, call, prompt, ticket, detokenize, delivered):
                         yield reply
                     return
                 except grpc.aio.AioRpcError as error:
@@ -120,12 +133,25 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 finally:
                     if call is not None:
                         call.cancel()  # the client left or the stream ended: make sure the worker lets go
+                mid_stream = scheduled.status is PlacementStatus.STREAMING
                 decision, retry = self._placement.worker_lost(scheduled)
-                if retry is None:
-                    raise Unavailable(f"request {request_id}: {decision.reason}; retry the request") from lost
-                waiter = retry
+                if retry is not None:
+                    waiter = retry
+                    continue
+                rest = continuation(generation, delivered) if mid_stream and self._resume_streams else None
+                if rest is None or resumes >= self._max_resumes:
+                    why = "" if resumable(generation) else " (its decoding is neither greedy nor seeded: not resumable)"
+                    raise Unavailable(f"request {request_id}: {decision.reason}; {len(delivered)} tokens were delivered{why}; "
+                                      "retry the request") from lost
+                resumes += 1
+                RESUMED_STREAMS.labels(request.model).inc()
+                log.warning("request %s: %s; resuming after %d delivered tokens", request_id, decision.reason, len(delivered))
+                scheduled = self._scheduled(request, rest, forecast, arrived, ticket)
+                waiter = self._placement.submit(scheduled)
         finally:
             self._release(scheduled)
+            if detokenize is not None:
+                await detokenize.aclose()
             if ticket is not None:
                 self._applications.end_step(ticket, request_id, scheduled.output_tokens)
 
@@ -139,32 +165,34 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         return stub.Generate(convert.generation_to_proto(scheduled.worker_request()), timeout=context.time_remaining(),
                              metadata=trace_metadata())
 
-    async def _relay(self, scheduled: ScheduledRequest, call: grpc.aio.UnaryStreamCall, request: scheduler_pb2.GenerateRequest,
-                     prompt: ForecastPrompt, ticket: StepTicket | None) -> AsyncIterator[scheduler_pb2.GenerateResponse]:
-        detokenize = self._prompt_tokens.detokenizer(request.model) if request.return_text else None
+    async def _relay(self, scheduled: ScheduledRequest, call: grpc.aio.UnaryStreamCall, prompt: ForecastPrompt,
+                     ticket: StepTicket | None, detokenize: StreamDetokenizer | None,
+                     delivered: list[int]) -> AsyncIterator[scheduler_pb2.GenerateResponse]:
+        """Relays the worker's stream; ``delivered`` grows by every token sent. After a resume the request
+        is a continuation, and its usage is told as the whole request's."""
+        earlier = len(delivered)  # tokens sent before this attempt: part of this attempt's prompt
         output_tokens = None
-        try:
-            async for chunk in call:
-                reply = scheduler_pb2.GenerateResponse(
-                    request_id=scheduled.request_id, token_ids=chunk.token_ids, finish_reason=chunk.finish_reason)
-                if detokenize is not None:
-                    # The engine's own text when it has one: only the engine knows what a stop string cut.
-                    last = chunk.finish_reason != common_pb2.FINISH_REASON_UNSPECIFIED
-                    reply.text = chunk.text if chunk.HasField("text") else await detokenize(list(chunk.token_ids), last=last)
-                if scheduled.status is PlacementStatus.DISPATCHED:
-                    reply.worker_id = scheduled.worker_id
-                    reply.predicted_output_tokens = scheduled.queued.predicted_output_tokens
-                    self._placement.first_token(scheduled)
-                    if ticket is not None:
-                        self._applications.first_token(ticket, scheduled.request_id)
-                if chunk.HasField("usage"):
-                    reply.usage.CopyFrom(chunk.usage)
-                    reply.usage.queue_s += max(0.0, scheduled.dispatched_s - scheduled.queued.arrival_s)
-                    output_tokens = chunk.usage.output_tokens
-                yield reply
-        finally:
+        async for chunk in call:
+            reply = scheduler_pb2.GenerateResponse(
+                request_id=scheduled.request_id, token_ids=chunk.token_ids, finish_reason=chunk.finish_reason)
             if detokenize is not None:
-                await detokenize.aclose()
+                # The engine's own text when it has one: only the engine knows what a stop string cut.
+                last = chunk.finish_reason != common_pb2.FINISH_REASON_UNSPECIFIED
+                reply.text = chunk.text if chunk.HasField("text") else await detokenize(list(chunk.token_ids), last=last)
+            if scheduled.status is PlacementStatus.DISPATCHED:
+                reply.worker_id = scheduled.worker_id
+                reply.predicted_output_tokens = scheduled.queued.predicted_output_tokens
+                self._placement.first_token(scheduled)
+                if ticket is not None:
+                    self._applications.first_token(ticket, scheduled.request_id)
+            if chunk.HasField("usage"):
+                reply.usage.CopyFrom(chunk.usage)
+                reply.usage.queue_s += max(0.0, scheduled.dispatched_s - scheduled.queued.arrival_s)
+                reply.usage.prompt_tokens -= earlier
+                reply.usage.output_tokens += earlier
+                output_tokens = reply.usage.output_tokens
+            delivered.extend(chunk.token_ids)
+            yield reply
         scheduled.output_tokens = output_tokens
         self._placement.finish(scheduled, output_tokens)
         if output_tokens is not None:

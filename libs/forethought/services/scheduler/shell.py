@@ -4,8 +4,9 @@ Workers come from the Redis registry (heartbeats with capacity and load); prompt
 the shared Redis prefix index, so every replica sees what every worker caches; requests wait in a
 per-model global queue ordered by ``--policy`` and are placed by ``--router`` (E2 by default) when a
 worker has room. Application runs (Hermes) take their steps' ranks from the demand service, re-ranked
-every ``--rank-refresh-s`` while they wait, and its prewarm decisions are sent to the workers. The
-decisions are ``forethought.scheduling``; this package does the I/O.
+every ``--rank-refresh-s`` while they wait, and its prewarm decisions are sent to the workers. With
+``--tenants-file`` every call needs a tenant's bearer token and ``Generate`` keeps the tenant's quotas
+(docs/access.md). The decisions are ``forethought.scheduling``; this package does the I/O.
 """
 
 from __future__ import annotations
@@ -19,12 +20,16 @@ from dataclasses import dataclass
 import grpc
 import redis.asyncio as aioredis
 
+from forethought.access import QuotaLedger, TenantBook, tenants_of
 from forethought.cluster.registry import WorkerRegistry, with_recent_heartbeats
 from forethought.config import ConfigError, ServiceSettings, option
+from forethought.documents import read_document
+from forethought.domain import InvalidField
 from forethought.prefix.redis_index import RedisPrefixIndex
 from forethought.queueing import POLICY_NAMES, GlobalQueue, build_policy
 from forethought.routing import ROUTER_NAMES, build_router
-from forethought.rpc.channels import open_channel
+from forethought.rpc.access import AccessInterceptor
+from forethought.rpc.channels import open_channel, root_certs_of
 from forethought.rpc.server import ServiceSpec, cancel_tasks
 from forethought.scheduling import Dispatcher, WorkerSlots
 from forethought.services.scheduler.applications import ApplicationRuns
@@ -33,6 +38,7 @@ from forethought.services.scheduler.placement import PlacementLoop
 from forethought.services.scheduler.pool import WorkerPool
 from forethought.services.scheduler.requests import PromptTokens
 from forethought.services.scheduler.servicer import SchedulerServicer
+from forethought.services.scheduler.tenancy import TenantGate
 from forethought.v1 import demand_pb2_grpc, scheduler_pb2_grpc, tokenizer_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -55,12 +61,17 @@ class Settings(ServiceSettings):
     aging_rate: float = option(1.0, "queue aging per second waited (tokens/s for ssjf and gittins, s/s for lstf and rtbe)")
     max_queue: int = option(10_000, "requests that may wait per model; more are refused with RESOURCE_EXHAUSTED")
     max_waiting_per_worker: int = option(4, "requests sent to a worker ahead of its first token; the rest wait here")
+    resume_streams: bool = option(True, "resume a stream whose worker is lost mid-way on another worker, from the tokens "
+                                        "already sent, when its decoding is greedy or seeded (docs/scheduler.md)")
+    max_resumes: int = option(2, "resumes per stream after losing its worker mid-way")
     max_attempts: int = option(3, "dispatches per request: the first plus retries after losing a worker before its first token")
     block_size: int = option(16, "tokens per block of the prefix index")
     index_timeout_s: float = option(0.25, "seconds a prefix-index match may take before placement goes on by load alone")
     registry_poll_s: float = option(0.5, "seconds between reads of the worker registry")
     heartbeat_ttl_s: float = option(5.0, "a worker whose heartbeat is older than this is dead")
     sweep_interval_s: float = option(10.0, "seconds between sweeps of dead workers out of the prefix index")
+    tenants_file: str = option("", "YAML or JSON file of tenants, their token hashes and quotas (docs/access.md); "
+                                   "empty = open access, no tokens")
 
     def validate(self) -> None:
         super().validate()
@@ -69,6 +80,8 @@ class Settings(ServiceSettings):
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(name, "must be > 0", getattr(self, name))
+        if self.max_resumes < 0:
+            raise ConfigError("max_resumes", "must be >= 0", self.max_resumes)
         for name in ("max_queue", "max_waiting_per_worker", "max_attempts", "block_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(name, "must be >= 1", getattr(self, name))
@@ -78,6 +91,17 @@ class Settings(ServiceSettings):
             raise ConfigError("policy", f"must be one of {POLICY_NAMES}", self.policy)
         if self.aging_rate < 0:
             raise ConfigError("aging_rate", "must be >= 0", self.aging_rate)
+        if self.tenants_file:
+            self.tenants()
+
+    def tenants(self) -> TenantBook | None:
+        """The tenants of ``--tenants-file``; None when it is unset (open access)."""
+        if not self.tenants_file:
+            return None
+        try:
+            return tenants_of(read_document(self.tenants_file))
+        except (InvalidField, OSError) as error:
+            raise ConfigError("tenants_file", str(error), self.tenants_file) from error
 
 
 def dispatcher_factory(settings: Settings) -> Callable[[], Dispatcher]:
@@ -100,12 +124,15 @@ class SchedulerShell:
         self._redis = aioredis.from_url(settings.redis_url)
         self._registry = WorkerRegistry(self._redis, settings.namespace, ttl_s=settings.heartbeat_ttl_s)
         self._index = RedisPrefixIndex(self._redis, settings.namespace)
-        self._pool = WorkerPool()
+        self._tenants = settings.tenants()
+        root_certs = root_certs_of(settings.tls_ca)  # TLS to every service it calls when set
+        self._pool = WorkerPool(root_certs=root_certs)
         # Untraced, like the worker channels: the calls carry the trace context as metadata, and a client
         # interceptor on the per-chunk detokenizing stream costs a task per call and leaks it when the stream fails.
-        self._tokenizer_channel = (open_channel(settings.tokenizer_address, traced=False)
+        self._tokenizer_channel = (open_channel(settings.tokenizer_address, traced=False, root_certs=root_certs)
                                    if settings.tokenizer_address else None)
-        self._demand_channel = open_channel(settings.demand_address) if settings.demand_address else None
+        self._demand_channel = open_channel(settings.demand_address, root_certs=root_certs) if settings.demand_address else None
+        self._root_certs = root_certs
         self._tasks: list[asyncio.Task[None]] = []
         self.placement: PlacementLoop | None = None
         self._applications: ApplicationRuns | None = None
@@ -115,16 +142,22 @@ class SchedulerShell:
         tokenizer = tokenizer_pb2_grpc.TokenizerServiceStub(self._tokenizer_channel) if self._tokenizer_channel else None
         self.placement = PlacementLoop(dispatcher_factory(self._settings), self._index.match_many,
                                        index_timeout_s=self._settings.index_timeout_s)
-        self._forecasts = ForecastClient(self._settings.predictor_address, self._settings.predictor_timeout_s)
+        self._forecasts = ForecastClient(self._settings.predictor_address, self._settings.predictor_timeout_s,
+                                         root_certs=self._root_certs)
         demand = demand_pb2_grpc.DemandServiceStub(self._demand_channel) if self._demand_channel else None
         self._applications = ApplicationRuns(demand, self.placement.revise_application, self._settings.demand_timeout_s,
                                              self._settings.run_idle_ttl_s)
         servicer = SchedulerServicer(
             self._pool, self._registry, self.placement, self._forecasts,
             PromptTokens(tokenizer, self._settings.tokenizer_timeout_s), self._applications,
-            self._settings.block_size, self._settings.heartbeat_ttl_s,
+            self._settings.block_size, self._settings.heartbeat_ttl_s, self._settings.resume_streams, self._settings.max_resumes,
         )
-        scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(servicer, server)
+        gated = servicer if self._tenants is None else TenantGate(servicer, self._tenants, QuotaLedger(time.monotonic))
+        scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(gated, server)
+
+    def interceptors(self) -> list[grpc.aio.ServerInterceptor]:
+        """Bearer-token authentication of every SchedulerService call when a tenants file is set."""
+        return [] if self._tenants is None else [AccessInterceptor(self._tenants, self.grpc_service_name)]
 
     async def start(self, address: str) -> None:
         assert self.placement is not None  # NOTE: register() runs before start()
@@ -192,4 +225,4 @@ def build(settings: Settings) -> SchedulerShell:
     return SchedulerShell(settings)
 
 
-SERVICE = ServiceSpec("scheduler", __doc__ or "", Settings, build)
+SERVICE = ServiceSpec("scheduler", __doc__ or "", Settings, build, interceptors=SchedulerShell.interceptors)

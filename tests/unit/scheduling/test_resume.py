@@ -1,0 +1,25 @@
+"""The continuation of a stream whose worker was lost: greedy or seeded decoding only."""
+
+from __future__ import annotations
+
+from forethought.domain import GenerationRequest, SamplingParams
+from forethought.scheduling.resume import continuation, resumable
+
+
+def request(**sampling: object) -> GenerationRequest:
+    return GenerationRequest("r", (1, 2, 3), max_tokens=10, sampling=SamplingParams(**sampling))  # type: ignore[arg-type]
+
+
+def test_a_greedy_stream_continues_from_the_delivered_tokens():
+    rest = continuation(request(temperature=0.0), [7, 8, 9])
+    assert rest is not None and rest.prompt_token_ids == (1, 2, 3, 7, 8, 9) and rest.max_tokens == 7
+    assert rest.request_id == "r" and rest.sampling.temperature == 0.0
+
+
+def test_a_seeded_stream_continues_and_an_unseeded_sampled_one_does_not():
+    assert resumable(request(temperature=0.8, seed=1)) and continuation(request(temperature=0.8, seed=1), [5]) is not None
+    assert not resumable(request(temperature=0.8)) and continuation(request(temperature=0.8), [5]) is None
+
+
+def test_nothing_left_to_generate_is_no_continuation():
+    assert continuation(request(temperature=0.0), list(range(10))) is None
