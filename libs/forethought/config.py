@@ -52,6 +52,9 @@ class ServiceSettings:
     log_format: str = option("text", f"log format: one of {', '.join(LOG_FORMATS)}")
     log_level: str = option("INFO", "logging level name")
     grace_s: float = option(10.0, "seconds in-flight calls may take to finish on shutdown")
+    tls_cert: str = option("", "PEM certificate chain this service serves TLS with (with --tls-key); empty = plaintext")
+    tls_key: str = option("", "PEM private key of --tls-cert")
+    tls_ca: str = option("", "PEM root certificates its own gRPC calls to other services trust (TLS); empty = plaintext calls")
 
     def __post_init__(self) -> None:
         self.validate()
@@ -70,6 +73,11 @@ class ServiceSettings:
             raise ConfigError("log_format", f"must be one of {LOG_FORMATS}", self.log_format)
         if self.grace_s < 0:
             raise ConfigError("grace_s", "must be >= 0", self.grace_s)
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ConfigError("tls_key" if self.tls_cert else "tls_cert", "--tls-cert and --tls-key go together", "")
+        for name in ("tls_cert", "tls_key", "tls_ca"):
+            if getattr(self, name) and not os.path.isfile(getattr(self, name)):
+                raise ConfigError(name, "must be a PEM file that exists", getattr(self, name))
         if not self.redis_url.startswith(("redis://", "rediss://", "unix://")):
             raise ConfigError("redis_url", "must start with redis://, rediss:// or unix://", self.redis_url)
 

@@ -23,6 +23,7 @@ from forethought.client.requests import Chat, ServiceLevelObjective, generate_re
 from forethought.client.results import ApplicationRun, Chunk, ClientError, Completion, FinishedRun, RunProgress, Worker
 from forethought.client.retry import RetryPolicy, retry_delay
 from forethought.domain import SamplingParams, ServiceClass
+from forethought.rpc.access import bearer_metadata
 from forethought.rpc.channels import open_channel
 from forethought.rpc.errors import retry_delay_of
 from forethought.telemetry.tracing import trace_metadata
@@ -40,12 +41,17 @@ class AsyncForethoughtClient:
         address: the scheduler's host:port.
         timeout_s: the default deadline of each call, in seconds (a call's own ``timeout_s`` wins); None: none.
         retry: how failed calls are retried.
+        token: the tenant's bearer token, sent as ``authorization: Bearer <token>`` on every call
+            (a scheduler with a tenants file refuses calls without one: docs/access.md).
+        root_certs: PEM root certificates to trust: the channel uses TLS when given, plaintext otherwise.
     """
 
     def __init__(self, address: str, *, timeout_s: float | None = 120.0, retry: RetryPolicy = DEFAULT_RETRY,
+                 token: str | None = None, root_certs: bytes | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
-        self._channel = open_channel(address, traced=False)
+        self._channel = open_channel(address, traced=False, root_certs=root_certs)
+        self._credential = bearer_metadata(token)
         self._stub = scheduler_pb2_grpc.SchedulerServiceStub(self._channel)
         self._timeout_s = timeout_s
         self._retry = retry
@@ -84,7 +90,7 @@ class AsyncForethoughtClient:
         attempt = 1
         while True:
             streamed = False
-            call = self._stub.Generate(request, timeout=self._remaining(ends), metadata=trace_metadata())
+            call = self._stub.Generate(request, timeout=self._remaining(ends), metadata=self._metadata())
             try:
                 async for reply in call:
                     streamed = True
@@ -146,7 +152,7 @@ class AsyncForethoughtClient:
     async def watch_application(self, run_id: str, *, timeout_s: float | None = None) -> AsyncIterator[RunProgress]:
         """Streams the run's progress until it finishes (the last item has ``finished`` and the ACT)."""
         call = self._stub.WatchApplication(scheduler_pb2.WatchApplicationRequest(run_id=run_id),
-                                           timeout=self._remaining(self._ends(timeout_s)), metadata=trace_metadata())
+                                           timeout=self._remaining(self._ends(timeout_s)), metadata=self._metadata())
         try:
             async for reply in call:
                 yield RunProgress.of(reply)
@@ -160,13 +166,16 @@ class AsyncForethoughtClient:
         attempt = 1
         while True:
             try:
-                return await method(request, timeout=self._remaining(ends), metadata=trace_metadata())
+                return await method(request, timeout=self._remaining(ends), metadata=self._metadata())
             except grpc.aio.AioRpcError as error:
                 delay = retry_delay(self._retry, attempt, error.code().name, retry_delay_of(error), False, self._remaining(ends))
                 if delay is None:
                     raise ClientError.of(error, attempt) from error
             await self._sleep(delay)
             attempt += 1
+
+    def _metadata(self) -> tuple[tuple[str, str], ...]:
+        return (*trace_metadata(), *self._credential)
 
     def _ends(self, timeout_s: float | None) -> float | None:
         timeout_s = timeout_s if timeout_s is not None else self._timeout_s
@@ -214,13 +223,14 @@ class ForethoughtClient:
     """The scheduler's API for blocking code, with the async client's methods and rules; use it as
     ``with ForethoughtClient(address) as client`` (arguments as ``AsyncForethoughtClient``)."""
 
-    def __init__(self, address: str, *, timeout_s: float | None = 120.0, retry: RetryPolicy = DEFAULT_RETRY) -> None:
+    def __init__(self, address: str, *, timeout_s: float | None = 120.0, retry: RetryPolicy = DEFAULT_RETRY,
+                 token: str | None = None, root_certs: bytes | None = None) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="forethought-client", daemon=True)
         self._thread.start()
 
         async def create() -> AsyncForethoughtClient:  # the channel belongs to the loop it is made in
-            return AsyncForethoughtClient(address, timeout_s=timeout_s, retry=retry)
+            return AsyncForethoughtClient(address, timeout_s=timeout_s, retry=retry, token=token, root_certs=root_certs)
 
         self._client = self._run(create())
 

@@ -59,6 +59,12 @@ class InvalidArgument(ServiceError):
             field_violations=[error_details_pb2.BadRequest.FieldViolation(field=self.field, description=self.rule)])
 
 
+class Unauthenticated(ServiceError):
+    """The call carries no valid credential (``authorization: Bearer <token>``)."""
+
+    code = grpc.StatusCode.UNAUTHENTICATED
+
+
 class NotFound(ServiceError):
     code = grpc.StatusCode.NOT_FOUND
 

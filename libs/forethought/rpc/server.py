@@ -93,6 +93,8 @@ class ServiceSpec:
     running: Callable[[Any], AbstractAsyncContextManager[str]] | None = None
     """Runs a service that is no gRPC server (the HTTP front door), whose ``build`` is None: given its
     settings, it serves, yields its address, and stops gracefully on exit."""
+    interceptors: Callable[[Any], Sequence[grpc.aio.ServerInterceptor]] = lambda service: ()
+    """The built shell's own interceptors (the scheduler's authentication), run before the status interceptor."""
 
 
 @asynccontextmanager
@@ -106,7 +108,8 @@ async def running_service(spec: ServiceSpec, settings: ServiceSettings, service:
             raise TypeError(f"{spec.name} is no gRPC service: run it with spec.running")
         service = spec.build(settings)
     server = grpc.aio.server(
-        interceptors=[StatusInterceptor()],  # also opens the server span: one interceptor layer per call
+        # The status interceptor also opens the server span: one interceptor layer per call, besides the shell's.
+        interceptors=[*spec.interceptors(service), StatusInterceptor()],
         options=[("grpc.max_send_message_length", MAX_MESSAGE_BYTES), ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)],
     )
     service.register(server)
@@ -118,7 +121,9 @@ async def running_service(spec: ServiceSpec, settings: ServiceSettings, service:
     )
     # The servicer starts with the whole server SERVING; nothing is, until the shell has started.
     await health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
-    port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+    credentials = server_credentials(settings)
+    listen = f"{settings.host}:{settings.port}"
+    port = server.add_secure_port(listen, credentials) if credentials else server.add_insecure_port(listen)
     if port == 0:
         raise OSError(f"cannot listen on {settings.host}:{settings.port}")
     address = f"{settings.host}:{port}"
@@ -133,6 +138,14 @@ async def running_service(spec: ServiceSpec, settings: ServiceSettings, service:
         await service.drain()
         await server.stop(settings.grace_s)
         await service.stop()
+
+
+def server_credentials(settings: ServiceSettings) -> grpc.ServerCredentials | None:
+    """TLS with the service's ``--tls-cert`` and ``--tls-key``; None (plaintext) when they are unset."""
+    if not settings.tls_cert:
+        return None
+    with open(settings.tls_key, "rb") as key, open(settings.tls_cert, "rb") as chain:
+        return grpc.ssl_server_credentials([(key.read(), chain.read())])
 
 
 async def serve(spec: ServiceSpec, settings: ServiceSettings) -> int:

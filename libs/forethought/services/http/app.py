@@ -3,7 +3,8 @@
 Each generating call opens one ``Generate`` stream and waits for its first message before answering, so a
 refusal (a bad field, an unknown model, a full queue) is an HTTP error status, not a broken stream. Until
 the answer is complete the response also watches the connection: a client that leaves cancels the gRPC
-call, and the scheduler aborts the request on its worker.
+call, and the scheduler aborts the request on its worker. The caller's ``Authorization: Bearer`` header goes
+to the scheduler as its ``authorization`` metadata, so the scheduler's tenants decide (401 when it refuses).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import Receive, Scope, Send
 
 from forethought.domain import InvalidField
+from forethought.rpc.access import AUTHORIZATION_KEY
 from forethought.rpc.channels import check_health, open_channel
 from forethought.services.http.openai_errors import HttpError, error_json, http_error, http_error_of
 from forethought.services.http.openai_requests import GatewayRequest, chat_request, completion_request
@@ -51,8 +53,16 @@ def error_response(error: HttpError) -> JSONResponse:
     return JSONResponse(error.body, status_code=error.status, headers=error.headers)
 
 
-def build_app(scheduler_address: str, request_timeout_s: float, default_max_tokens: int) -> FastAPI:
-    """The FastAPI application; its lifespan opens the channel to the scheduler and closes it."""
+def call_metadata(request: Request) -> tuple[tuple[str, str], ...]:
+    """A scheduler call's metadata: the trace context and the caller's ``Authorization`` header, if any."""
+    authorization = request.headers.get(AUTHORIZATION_KEY)
+    return (*trace_metadata(), *(((AUTHORIZATION_KEY, authorization),) if authorization else ()))
+
+
+def build_app(scheduler_address: str, request_timeout_s: float, default_max_tokens: int,
+              root_certs: bytes | None = None) -> FastAPI:
+    """The FastAPI application; its lifespan opens the channel to the scheduler (TLS trusting ``root_certs``
+    when given) and closes it."""
     channel: grpc.aio.Channel | None = None
     stub: scheduler_pb2_grpc.SchedulerServiceStub | None = None
 
@@ -60,7 +70,7 @@ def build_app(scheduler_address: str, request_timeout_s: float, default_max_toke
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         nonlocal channel, stub
         # Untraced: a client interceptor costs a task per streamed call; the context goes as metadata.
-        channel = open_channel(scheduler_address, traced=False)
+        channel = open_channel(scheduler_address, traced=False, root_certs=root_certs)
         stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
         try:
             yield
@@ -83,7 +93,8 @@ def build_app(scheduler_address: str, request_timeout_s: float, default_max_toke
             gateway_request = parse(body, request.headers, request_id, default_max_tokens)
         except InvalidField as error:
             return error_response(http_error(grpc.StatusCode.INVALID_ARGUMENT, str(error), error.field))
-        return GenerationResponse(stub, route, gateway_request, request_timeout_s, propagate.extract(request.headers))
+        return GenerationResponse(stub, route, gateway_request, request_timeout_s, propagate.extract(request.headers),
+                                  request.headers.get(AUTHORIZATION_KEY))
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
@@ -94,10 +105,10 @@ def build_app(scheduler_address: str, request_timeout_s: float, default_max_toke
         return await generate(request, Route.CHAT, chat_request)
 
     @app.get("/v1/models")
-    async def models() -> Response:
+    async def models(request: Request) -> Response:
         assert stub is not None
         try:
-            reply = await stub.ListWorkers(scheduler_pb2.ListWorkersRequest(), timeout=10, metadata=trace_metadata())
+            reply = await stub.ListWorkers(scheduler_pb2.ListWorkersRequest(), timeout=10, metadata=call_metadata(request))
         except grpc.aio.AioRpcError as error:
             return error_response(http_error_of(error))
         names = sorted({worker.model for worker in reply.workers})
@@ -135,18 +146,20 @@ class GenerationResponse(Response):
     """Streams (or collects) one ``Generate`` call, cancelling it when the client disconnects first."""
 
     def __init__(self, stub: scheduler_pb2_grpc.SchedulerServiceStub, route: Route, request: GatewayRequest,
-                 timeout_s: float, trace_context: Any) -> None:
+                 timeout_s: float, trace_context: Any, authorization: str | None) -> None:
         super().__init__()
         self._stub = stub
         self._route = route
         self._request = request
         self._timeout_s = timeout_s
         self._trace_context = trace_context
+        self._authorization = ((AUTHORIZATION_KEY, authorization),) if authorization else ()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         name = f"POST {scope['path']}"
         with tracer.start_as_current_span(name, context=self._trace_context, kind=trace.SpanKind.SERVER):
-            call = self._stub.Generate(self._request.generate, timeout=self._timeout_s, metadata=trace_metadata())
+            call = self._stub.Generate(self._request.generate, timeout=self._timeout_s,
+                                       metadata=(*trace_metadata(), *self._authorization))
             serving = asyncio.ensure_future(self._serve(call, send))
             watching = asyncio.ensure_future(_disconnect(receive))
             try:

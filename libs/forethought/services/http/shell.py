@@ -2,7 +2,8 @@
 
 A FastAPI application served by uvicorn in the service's own event loop, calling the scheduler's gRPC
 ``SchedulerService``; ``/health`` answers while the process runs, ``/ready`` while the scheduler answers
-its health check. Routes, fields, headers and errors: docs/http.md.
+its health check. ``--tls-cert``/``--tls-key`` serve HTTPS; ``--tls-ca`` calls the scheduler over TLS.
+Routes, fields, headers and errors: docs/http.md.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import uvicorn
 
 from forethought.config import ConfigError, ServiceSettings, option
 from forethought.domain import MAX_TOKENS_LIMIT
+from forethought.rpc.channels import root_certs_of
 from forethought.rpc.server import ServiceSpec
 from forethought.services.http.app import build_app
 
@@ -48,9 +50,11 @@ class _EmbeddedServer(uvicorn.Server):
 @contextlib.asynccontextmanager
 async def running(settings: Settings) -> AsyncIterator[str]:
     """Serves HTTP until the context exits, then lets in-flight answers finish for up to ``grace_s``."""
-    app = build_app(settings.scheduler_address, settings.request_timeout_s, settings.default_max_tokens)
+    app = build_app(settings.scheduler_address, settings.request_timeout_s, settings.default_max_tokens,
+                    root_certs_of(settings.tls_ca))
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
-                            timeout_graceful_shutdown=int(settings.grace_s))
+                            timeout_graceful_shutdown=int(settings.grace_s),
+                            ssl_certfile=settings.tls_cert or None, ssl_keyfile=settings.tls_key or None)
     server = _EmbeddedServer(config)
     task = asyncio.create_task(server.serve())
     while not server.started:

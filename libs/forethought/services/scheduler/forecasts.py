@@ -49,8 +49,8 @@ class ForecastClient:
     """Calls ``PredictorService.Predict`` with a timeout; degrades to no forecast on any failure."""
 
     def __init__(self, address: str, timeout_s: float, probe_interval_s: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self._channel = open_channel(address) if address else None
+                 clock: Callable[[], float] = time.monotonic, root_certs: bytes | None = None) -> None:
+        self._channel = open_channel(address, root_certs=root_certs) if address else None
         self._stub = predictor_pb2_grpc.PredictorServiceStub(self._channel) if self._channel else None
         self._timeout_s = timeout_s
         self._probe_interval_s = probe_interval_s
