@@ -20,7 +20,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("backends", "sim", "demand"),
     ("prewarm", "planner", "appsim"),
     ("services", "client"),
-    ("launcher", "application_runner"),
+    ("launcher", "application_runner", "planner_runner"),
     ("cli",),
 )
 FLOOR_OF = {unit: level for level, units in enumerate(FLOORS) for unit in units}

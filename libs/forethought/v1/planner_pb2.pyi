@@ -179,35 +179,65 @@ class PlanResponse(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[ExecutionStage, _Mapping]]] = ..., estimated_makespan_s: _Optional[float] = ..., baseline_max_heuristic_s: _Optional[float] = ..., baseline_min_heuristic_s: _Optional[float] = ..., search_s: _Optional[float] = ..., simulations: _Optional[int] = ..., requests: _Optional[int] = ...) -> None: ...
 
 class RunRequest(_message.Message):
-    __slots__ = ("job_id",)
+    __slots__ = ("job_id", "max_tokens", "max_prompt_tokens")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MAX_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
-    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+    max_tokens: int
+    max_prompt_tokens: int
+    def __init__(self, job_id: _Optional[str] = ..., max_tokens: _Optional[int] = ..., max_prompt_tokens: _Optional[int] = ...) -> None: ...
 
 class RunResponse(_message.Message):
-    __slots__ = ("job_id",)
+    __slots__ = ("job_id", "state", "finished_requests")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
-    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+    state: JobState
+    finished_requests: int
+    def __init__(self, job_id: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., finished_requests: _Optional[int] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
-    __slots__ = ("job_id",)
+    __slots__ = ("job_id", "interval_s")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
     job_id: str
-    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+    interval_s: float
+    def __init__(self, job_id: _Optional[str] = ..., interval_s: _Optional[float] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("job_id", "state", "finished_requests", "total_requests", "elapsed_s", "estimated_remaining_s")
+    __slots__ = ("job_id", "state", "finished_requests", "total_requests", "elapsed_s", "estimated_remaining_s", "stage", "stage_count", "running", "stage_times", "error")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     FINISHED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     ELAPSED_S_FIELD_NUMBER: _ClassVar[int]
     ESTIMATED_REMAINING_S_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    STAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    STAGE_TIMES_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     state: JobState
     finished_requests: int
     total_requests: int
     elapsed_s: float
     estimated_remaining_s: float
-    def __init__(self, job_id: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., finished_requests: _Optional[int] = ..., total_requests: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., estimated_remaining_s: _Optional[float] = ...) -> None: ...
+    stage: int
+    stage_count: int
+    running: _containers.RepeatedCompositeFieldContainer[ModelPlacement]
+    stage_times: _containers.RepeatedCompositeFieldContainer[StageTime]
+    error: str
+    def __init__(self, job_id: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., finished_requests: _Optional[int] = ..., total_requests: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., estimated_remaining_s: _Optional[float] = ..., stage: _Optional[int] = ..., stage_count: _Optional[int] = ..., running: _Optional[_Iterable[_Union[ModelPlacement, _Mapping]]] = ..., stage_times: _Optional[_Iterable[_Union[StageTime, _Mapping]]] = ..., error: _Optional[str] = ...) -> None: ...
+
+class StageTime(_message.Message):
+    __slots__ = ("stage", "estimated_s", "actual_s")
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATED_S_FIELD_NUMBER: _ClassVar[int]
+    ACTUAL_S_FIELD_NUMBER: _ClassVar[int]
+    stage: int
+    estimated_s: float
+    actual_s: float
+    def __init__(self, stage: _Optional[int] = ..., estimated_s: _Optional[float] = ..., actual_s: _Optional[float] = ...) -> None: ...

@@ -44,7 +44,7 @@ class PlannerServiceStub:
                 request_serializer=forethought_dot_v1_dot_planner__pb2.RunRequest.SerializeToString,
                 response_deserializer=forethought_dot_v1_dot_planner__pb2.RunResponse.FromString,
                 _registered_method=True)
-        self.Status = channel.unary_unary(
+        self.Status = channel.unary_stream(
                 '/forethought.v1.PlannerService/Status',
                 request_serializer=forethought_dot_v1_dot_planner__pb2.StatusRequest.SerializeToString,
                 response_deserializer=forethought_dot_v1_dot_planner__pb2.StatusResponse.FromString,
@@ -63,14 +63,15 @@ class PlannerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Run(self, request, context):
-        """Runs a planned job on the workers. Not built yet: answers UNIMPLEMENTED.
+        """Runs a planned job on the workers in the background (SamuLLM 4.3, with its dynamic stage adjustment);
+        a job that ran before resumes from its state in Redis without redoing finished requests.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Status(self, request, context):
-        """Progress of a running job. Not built yet: answers UNIMPLEMENTED.
+        """Streams a job's progress, one message at each change, until the job is done or failed.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -89,7 +90,7 @@ def add_PlannerServiceServicer_to_server(servicer, server):
                     request_deserializer=forethought_dot_v1_dot_planner__pb2.RunRequest.FromString,
                     response_serializer=forethought_dot_v1_dot_planner__pb2.RunResponse.SerializeToString,
             ),
-            'Status': grpc.unary_unary_rpc_method_handler(
+            'Status': grpc.unary_stream_rpc_method_handler(
                     servicer.Status,
                     request_deserializer=forethought_dot_v1_dot_planner__pb2.StatusRequest.FromString,
                     response_serializer=forethought_dot_v1_dot_planner__pb2.StatusResponse.SerializeToString,
@@ -170,7 +171,7 @@ class PlannerService:
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.unary_unary(
+        return grpc.experimental.unary_stream(
             request,
             target,
             '/forethought.v1.PlannerService/Status',

@@ -93,9 +93,6 @@ def test_bad_input_is_invalid_argument_naming_its_field(stub, job_file):
         bad_request = error_details_pb2.BadRequest()
         assert rich_status_of(raised.value).details[0].Unpack(bad_request)
         assert bad_request.field_violations[0].field == field
-    with pytest.raises(grpc.RpcError) as raised:
-        stub.Run(planner_pb2.RunRequest(job_id="x"), timeout=10)
-    assert raised.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
 
 def test_a_search_past_the_timeout_is_deadline_exceeded(start_service, job_file):

@@ -1,4 +1,5 @@
-"""PlannerService: protobuf in, ``forethought.planner``'s search and heuristics (off the event loop), protobuf out.
+"""PlannerService: protobuf in, ``forethought.planner``'s search and heuristics (off the event loop), protobuf out;
+``Run`` hands a planned job to a ``JobRunner`` task and ``Status`` streams its state from the job store.
 
 The conversions both ways live here: ``job_to_proto`` is what ``forethought plan`` sends from a job file,
 ``job_from_proto`` what the service plans. A broken rule names the field under ``job.`` (``job.models[0].shape.layers``,
@@ -10,22 +11,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
 
 import grpc
 
+from forethought.cluster.registry import WorkerRegistry
 from forethought.costmodel import ModelSpec
 from forethought.domain import InvalidField, require
 from forethought.planner import ApplicationPlan, DevicePool, Job, JobRequest, ModelNode, OutputLengthCDF
 from forethought.planner.job import validate_job
 from forethought.planner.job_file import HARDWARE, JobFile, JobPlans, LengthSource, plan_job, resolve_cdfs
-from forethought.rpc.errors import ServiceError, Unimplemented
+from forethought.rpc.errors import AlreadyExists, FailedPrecondition, NotFound, ServiceError
+from forethought.services.planner.job_store import STATES, JobStore, StoredJob
+from forethought.services.planner.runner import JobRunner
 from forethought.v1 import planner_pb2, planner_pb2_grpc
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_SEQ_LEN = 4096
 DEFAULT_TP_EFFICIENCY = 0.85
+MIN_STATUS_INTERVAL_S = 0.05
+MAX_STATUS_INTERVAL_S = 10.0
 
 
 class SearchTimedOut(ServiceError):
@@ -127,11 +134,15 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
     background and keeps its slot until it ends, so timed-out searches cannot pile up on the cores.
     """
 
-    def __init__(self, castillo: CastilloLoader | None, timeout_s: float, concurrency: int = 1) -> None:
+    def __init__(self, castillo: CastilloLoader | None, timeout_s: float, store: JobStore, registry: WorkerRegistry,
+                 concurrency: int = 1, clock: Callable[[], float] = time.time) -> None:
         self._castillo = castillo
         self._timeout_s = timeout_s
         self._slots = asyncio.Semaphore(concurrency)
-        self._planned = 0
+        self._store = store
+        self._registry = registry
+        self._clock = clock
+        self._runs: dict[str, asyncio.Task[None]] = {}
 
     async def Plan(self, request: planner_pb2.PlanRequest, context: grpc.aio.ServicerContext) -> planner_pb2.PlanResponse:
         require(not request.stages and not request.gpus, "stages",
@@ -139,7 +150,9 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         require(request.samples in (0, 1), "samples", "must be 0 or 1: the planner draws one output length a request")
         require(request.HasField("job"), "job", "is required")
         job_file = job_from_proto(request.job, request.seed)
-        job_id = request.job_id or f"{job_file.name}-{self._next_number()}"
+        job_id = request.job_id or f"{job_file.name}-{uuid.uuid4().hex[:8]}"
+        if await self._store.get(job_id) is not None:
+            raise AlreadyExists(f"job_id: {job_id!r} was planned already; Run it, or plan under another id")
         await self._slots.acquire()
         search = asyncio.ensure_future(asyncio.to_thread(self._plan, job_file, request))
         search.add_done_callback(lambda _: self._slots.release())
@@ -150,7 +163,10 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
                                  "(--plan-timeout-s); plan a smaller job or raise the limit") from None
         log.info("planned %s: %d stages, %.1f s estimated, searched in %.2f s", job_id, len(plans.samullm.stages),
                  plans.samullm.inference_s, plans.samullm.search_s)
-        return plans_to_proto(job_id, job_file.job, plans)
+        reply = plans_to_proto(job_id, job_file.job, plans)
+        if not await self._store.create(job_id, request.job, reply, request.seed):
+            raise AlreadyExists(f"job_id: {job_id!r} was planned meanwhile; plan under another id")
+        return reply
 
     def _plan(self, job_file: JobFile, request: planner_pb2.PlanRequest) -> JobPlans:
         try:
@@ -159,12 +175,84 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         except InvalidField as error:
             raise InvalidField(f"job.{error.field}", error.rule) from error
 
-    def _next_number(self) -> int:
-        self._planned += 1
-        return self._planned
-
     async def Run(self, request: planner_pb2.RunRequest, context: grpc.aio.ServicerContext) -> planner_pb2.RunResponse:
-        raise Unimplemented("Run: running a plan on workers is not built yet; Plan is")
+        stored = await self._stored(request.job_id)
+        require(request.max_tokens >= 0, "max_tokens", "must be positive, or 0 for each request's own limit")
+        require(request.max_prompt_tokens >= 0, "max_prompt_tokens", "must be positive, or 0 for whole prompts")
+        finished = await self._store.finished_count(stored.job_id)
+        running = self._runs.get(stored.job_id)
+        if stored.record.state == "done" or (running is not None and not running.done()):
+            return planner_pb2.RunResponse(job_id=stored.job_id, state=STATES[stored.record.state],
+                                           finished_requests=finished)
+        if not any(record.state == "serving" for record in await self._registry.workers()):
+            raise FailedPrecondition("no live worker is registered in the planner's namespace; start workers first")
+        job = job_from_proto(stored.job, stored.seed).job
+        outputs = await self._store.outputs(stored.job_id)
+        run = stored.run(job, frozenset(outputs))
+        record = stored.record
+        record.state, record.error = "running", ""
+        record.max_tokens, record.max_prompt_tokens = request.max_tokens, request.max_prompt_tokens
+        await self._store.save(stored.job_id, record)
+        runner = JobRunner(self._store, self._registry, stored.job_id, run, record, outputs, self._clock)
+        self._runs[stored.job_id] = asyncio.create_task(runner.run(), name=f"job-{stored.job_id}")
+        log.info("running %s: %d of %d requests finished before", stored.job_id, finished, len(job.requests))
+        return planner_pb2.RunResponse(job_id=stored.job_id, state=planner_pb2.JOB_STATE_RUNNING,
+                                       finished_requests=finished)
 
-    async def Status(self, request: planner_pb2.StatusRequest, context: grpc.aio.ServicerContext) -> planner_pb2.StatusResponse:
-        raise Unimplemented("Status: running a plan on workers is not built yet; Plan is")
+    async def Status(self, request: planner_pb2.StatusRequest,
+                     context: grpc.aio.ServicerContext) -> AsyncIterator[planner_pb2.StatusResponse]:
+        interval = request.interval_s or 0.5
+        require(MIN_STATUS_INTERVAL_S <= interval <= MAX_STATUS_INTERVAL_S, "interval_s",
+                f"must be 0 (0.5 s) or in {MIN_STATUS_INTERVAL_S}..{MAX_STATUS_INTERVAL_S}")
+        stored = await self._stored(request.job_id)
+        job = job_from_proto(stored.job, stored.seed).job
+        last = None
+        while True:
+            # NOTE: the record is read just before the count, so a count never runs ahead of its stage
+            stored = await self._stored(request.job_id)
+            message = status_message(stored, job, await self._store.finished_count(stored.job_id), self._clock())
+            if last is None or _changed(last, message):
+                yield message
+                last = message
+            if stored.record.state in ("done", "failed"):
+                return
+            await asyncio.sleep(interval)
+
+    async def _stored(self, job_id: str) -> StoredJob:
+        require(bool(job_id), "job_id", "must name a planned job")
+        stored = await self._store.get(job_id)
+        if stored is None:
+            raise NotFound(f"job_id: no job {job_id!r} was planned in this namespace; Plan it first")
+        return stored
+
+    async def close(self) -> None:
+        """Stops the running jobs where they are; their state stays in Redis for a later Run."""
+        for task in self._runs.values():
+            task.cancel()
+        await asyncio.gather(*self._runs.values(), return_exceptions=True)
+
+
+def status_message(stored: StoredJob, job: Job, finished: int, now: float) -> planner_pb2.StatusResponse:
+    """A job's progress from its stored state: stage, models placed, requests done, times beside the plan's."""
+    record = stored.record
+    run = stored.run(job, frozenset())
+    done = record.state == "done"
+    elapsed = ((record.ended_s if record.ended_s is not None else now) - record.stage_started_s[0]
+               if record.stage_started_s else 0.0)
+    return planner_pb2.StatusResponse(
+        job_id=stored.job_id, state=STATES[record.state], finished_requests=finished,
+        total_requests=len(job.requests), elapsed_s=elapsed,
+        estimated_remaining_s=0.0 if done or finished == len(job.requests) else run.estimated_remaining_s(now),
+        stage=min(record.pointer + 1, len(stored.plan.stages)) if record.stage_started_s else 0,
+        stage_count=len(stored.plan.stages),
+        running=[planner_pb2.ModelPlacement(model=name, replicas=dp, gpus=tp) for name, (dp, tp) in record.running.items()],
+        stage_times=[planner_pb2.StageTime(stage=index + 1, estimated_s=estimated, actual_s=actual)
+                     for index, (estimated, actual) in enumerate(run.stage_times(now))],
+        error=record.error,
+    )
+
+
+def _changed(last: planner_pb2.StatusResponse, message: planner_pb2.StatusResponse) -> bool:
+    """Whether anything but the clock moved (times are re-sent with every other change)."""
+    keys = ("state", "finished_requests", "stage", "running", "error")
+    return any(getattr(last, key) != getattr(message, key) for key in keys) or len(last.stage_times) != len(message.stage_times)

@@ -2,8 +2,8 @@
 
 ``Plan`` takes a job (models with their shapes and output-length sources, requests, edges, devices) and
 answers Algorithm 1's execution stages beside the Max- and Min-heuristics' estimates and the search time;
-the search runs in a worker thread. ``Run`` and ``Status`` (running a plan on workers) are not built yet
-and answer UNIMPLEMENTED. docs/planner.md, "Service and CLI".
+the search runs in a worker thread. The planned job is kept in Redis; ``Run`` runs it on the workers of
+the registry and ``Status`` streams its progress. docs/planner.md, "Service and CLI" and "Running a plan".
 """
 
 from __future__ import annotations
@@ -13,11 +13,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
+import redis.asyncio as aioredis
+
+from forethought.cluster.registry import WorkerRegistry
 from forethought.config import ConfigError, ServiceSettings, option
 from forethought.planner import OutputLengthCDF, load_castillo
 from forethought.planner.lengths import castillo_path
 from forethought.rpc.errors import FailedPrecondition
-from forethought.rpc.server import PlainService, ServiceSpec
+from forethought.rpc.server import ServiceSpec
+from forethought.services.planner.job_store import JobStore
 from forethought.services.planner.servicer import PlannerServicer
 from forethought.v1 import planner_pb2_grpc
 
@@ -52,9 +57,33 @@ def castillo_loader(data_dir: str) -> Callable[[], Mapping[str, OutputLengthCDF]
     return load
 
 
-def build(settings: Settings) -> PlainService:
-    servicer = PlannerServicer(castillo_loader(settings.data_dir), settings.plan_timeout_s, settings.max_concurrent_plans)
-    return PlainService("forethought.v1.PlannerService", planner_pb2_grpc.add_PlannerServiceServicer_to_server, servicer)
+class PlannerShell:
+    """The servicer with its Redis client: planned jobs and the worker registry live there."""
+
+    grpc_service_name = "forethought.v1.PlannerService"
+
+    def __init__(self, settings: Settings) -> None:
+        self._redis = aioredis.from_url(settings.redis_url)
+        self.servicer = PlannerServicer(castillo_loader(settings.data_dir), settings.plan_timeout_s,
+                                        JobStore(self._redis, settings.namespace),
+                                        WorkerRegistry(self._redis, settings.namespace), settings.max_concurrent_plans)
+
+    def register(self, server: grpc.aio.Server) -> None:
+        planner_pb2_grpc.add_PlannerServiceServicer_to_server(self.servicer, server)
+
+    async def start(self, address: str) -> None:
+        return None
+
+    async def drain(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        await self.servicer.close()
+        await self._redis.aclose()
+
+
+def build(settings: Settings) -> PlannerShell:
+    return PlannerShell(settings)
 
 
 SERVICE = ServiceSpec("planner", __doc__ or "", Settings, build)

@@ -1,0 +1,130 @@
+"""Planned and running jobs in Redis, so a job survives a planner restart.
+
+Per job, under ``<namespace>:planner:job:<id>``: a hash with the ``PlanJob`` and ``PlanResponse`` as
+sent and answered, its seed and the run record (JSON: state, stage pointer, models placed with their plans
+and workers, stage start times, the run's options, the error of a failed run); ``...:outputs``, a hash of
+each finished request's output token ids and the prompt length its worker reported, written when the
+request finishes (what a resumed run skips and forwards); ``...:sent``, a hash counting each request's
+dispatches to workers.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from forethought.planner.job import Job
+from forethought.planner.plans import ExecutionPlan
+from forethought.planner.running import JobRun
+from forethought.planner.schedule import Stage
+from forethought.v1 import planner_pb2
+
+STATES = {"planned": planner_pb2.JOB_STATE_PLANNED, "running": planner_pb2.JOB_STATE_RUNNING,
+          "done": planner_pb2.JOB_STATE_DONE, "failed": planner_pb2.JOB_STATE_FAILED}
+
+
+@dataclass
+class RunRecord:
+    """The part of a run that is not per-request: what ``JobRun`` needs besides the finished requests."""
+
+    state: str = "planned"
+    pointer: int = 0
+    running: dict[str, tuple[int, int]] = field(default_factory=dict)
+    workers: dict[str, list[str]] = field(default_factory=dict)
+    stage_started_s: list[float] = field(default_factory=list)
+    ended_s: float | None = None
+    max_tokens: int = 0
+    max_prompt_tokens: int = 0
+    error: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunRecord:
+        raw: dict[str, Any] = json.loads(text)
+        raw["running"] = {name: tuple(plan) for name, plan in raw["running"].items()}
+        return cls(**raw)
+
+    def take(self, run: JobRun, workers: dict[str, tuple[str, ...]]) -> None:
+        """Copies the run's stage pointer, placement and times, and the replicas' workers."""
+        self.pointer = run.pointer
+        self.running = {name: (plan.dp, plan.tp) for name, plan in run.running.items()}
+        self.workers = {name: list(found) for name, found in workers.items()}
+        self.stage_started_s = list(run.stage_started_s)
+        self.ended_s = run.ended_s
+
+
+@dataclass
+class StoredJob:
+    job_id: str
+    job: planner_pb2.PlanJob
+    plan: planner_pb2.PlanResponse
+    seed: int
+    record: RunRecord
+
+    def run(self, job: Job, finished: frozenset[str]) -> JobRun:
+        """The run as stored, with ``finished`` requests."""
+        record = self.record
+        return JobRun(job, self.stages(), finished, record.pointer,
+                      {name: ExecutionPlan(*plan) for name, plan in record.running.items()},
+                      tuple(record.stage_started_s), record.ended_s)
+
+    def stages(self) -> tuple[Stage, ...]:
+        return tuple(
+            Stage(tuple((p.model, ExecutionPlan(p.replicas, p.gpus)) for p in stage.placements), stage.start_s,
+                  stage.estimated_s, stage.flops, tuple(stage.finished_models))
+            for stage in self.plan.stages
+        )
+
+
+class JobStore:
+    def __init__(self, client: aioredis.Redis, namespace: str) -> None:
+        self._redis = client
+        self._ns = namespace
+
+    def _key(self, job_id: str) -> str:
+        return f"{self._ns}:planner:job:{job_id}"
+
+    async def create(self, job_id: str, job: planner_pb2.PlanJob, plan: planner_pb2.PlanResponse, seed: int) -> bool:
+        """Stores a planned job; False when the id is taken."""
+        # NOTE: the "job" field claims the id; get() sees the job once "run" is written after it.
+        if not await self._redis.hsetnx(self._key(job_id), "job", job.SerializeToString()):
+            return False
+        await self._redis.hset(self._key(job_id), mapping={"plan": plan.SerializeToString(), "seed": seed,
+                                                           "run": RunRecord().to_json()})
+        return True
+
+    async def get(self, job_id: str) -> StoredJob | None:
+        entry = await self._redis.hgetall(self._key(job_id))
+        if b"run" not in entry:
+            return None
+        return StoredJob(job_id, planner_pb2.PlanJob.FromString(entry[b"job"]),
+                         planner_pb2.PlanResponse.FromString(entry[b"plan"]), int(entry[b"seed"]),
+                         RunRecord.from_json(entry[b"run"].decode()))
+
+    async def save(self, job_id: str, record: RunRecord) -> None:
+        await self._redis.hset(self._key(job_id), "run", record.to_json())
+
+    async def finish_request(self, job_id: str, request_id: str, token_ids: list[int], prompt_tokens: int) -> None:
+        await self._redis.hset(f"{self._key(job_id)}:outputs", request_id,
+                               json.dumps({"tokens": token_ids, "prompt_tokens": prompt_tokens}))
+
+    async def outputs(self, job_id: str) -> dict[str, list[int]]:
+        """Each finished request's output token ids."""
+        entry = await self._redis.hgetall(f"{self._key(job_id)}:outputs")
+        return {key.decode(): json.loads(value)["tokens"] for key, value in entry.items()}
+
+    async def finished_count(self, job_id: str) -> int:
+        return int(await self._redis.hlen(f"{self._key(job_id)}:outputs"))
+
+    async def count_dispatch(self, job_id: str, request_id: str) -> int:
+        """Counts one more dispatch of the request; returns its number (1 for the first)."""
+        return int(await self._redis.hincrby(f"{self._key(job_id)}:sent", request_id, 1))
+
+    async def dispatches(self, job_id: str) -> dict[str, int]:
+        entry = await self._redis.hgetall(f"{self._key(job_id)}:sent")
+        return {key.decode(): int(value) for key, value in entry.items()}

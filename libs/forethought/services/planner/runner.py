@@ -1,0 +1,199 @@
+"""Runs one planned job on the registered workers: the imperative shell around ``planner.running.JobRun``.
+
+Each turn asks the run which models to place, stops the ones it drops (their requests in flight are
+cancelled and redone later: SamuLLM's preemption), loads the ones it starts on ``dp`` workers with
+``LoadModel``, then sends every ready request to the least busy replica of its model with the worker's
+``Generate`` (``model`` set: the scheduler routes by a worker's primary model only, so a model loaded for
+the job is reached directly). A finished request's output tokens are written to the job store before the
+run counts it, and become the prompt tail of the requests that take it as input.
+
+NOTE: a replica is one worker: ``LoadModelRequest`` carries no tensor-parallel degree and no engine of this
+repository shards a model, so ``tp`` is the plan's, recorded and reported, not applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+import grpc
+
+from forethought.cluster.registry import WorkerRecord, WorkerRegistry
+from forethought.domain import InvalidField
+from forethought.planner.job import JobRequest
+from forethought.planner.running import (
+    JobRun,
+    Placement,
+    StalledRun,
+    assign_replicas,
+    max_tokens_of,
+    prompt_token_ids,
+)
+from forethought.services.planner.job_store import JobStore, RunRecord
+from forethought.v1 import worker_pb2, worker_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 3  # dispatches of one request before the job fails
+
+
+class JobRunner:
+    """Runs ``run`` to its end, writing its progress to ``store`` under ``job_id``."""
+
+    def __init__(self, store: JobStore, registry: WorkerRegistry, job_id: str, run: JobRun, record: RunRecord,
+                 outputs: dict[str, list[int]], clock: Callable[[], float] = time.time) -> None:
+        self._store = store
+        self._registry = registry
+        self._job_id = job_id
+        self._run = run
+        self._record = record
+        self._outputs = outputs
+        self._clock = clock
+        self._workers: dict[str, tuple[str, ...]] = {name: tuple(found) for name, found in record.workers.items()}
+        self._records: dict[str, WorkerRecord] = {}
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._in_flight: dict[str, asyncio.Task[tuple[list[int], int]]] = {}
+        self._on_worker: dict[str, str] = {}
+        self._failures: dict[str, int] = {}
+
+    async def run(self) -> None:
+        try:
+            await self._loop()
+            self._record.state = "done"
+        except InvalidField as error:
+            self._fail(f"{error.field}: {error.rule}")
+        except StalledRun as error:
+            self._fail(str(error))
+        except Exception as error:  # a broken store or worker answer fails the job instead of leaving it running
+            log.exception("job %s failed", self._job_id)
+            self._fail(f"internal: {error}")
+        finally:
+            for task in self._in_flight.values():
+                task.cancel()
+            await asyncio.gather(*self._in_flight.values(), return_exceptions=True)
+            for channel in self._channels.values():
+                await channel.close()
+        self._record.take(self._run, self._workers)
+        await self._store.save(self._job_id, self._record)
+        log.info("job %s %s", self._job_id, self._record.state if not self._record.error else self._record.error)
+
+    def _fail(self, error: str) -> None:
+        self._record.state, self._record.error = "failed", error
+
+    async def _loop(self) -> None:
+        # A resumed run finds its models placed: load them again (a no-op where still loaded).
+        first = Placement(tuple(self._run.running.items()), ()) if self._run.is_started else None
+        while True:
+            self._run, placement = self._run.schedule(self._clock())
+            await self._apply(placement if first is None else Placement(first.start + placement.start, placement.stop))
+            first = None
+            self._record.take(self._run, self._workers)
+            await self._store.save(self._job_id, self._record)
+            if self._run.is_done:
+                return
+            for request in self._run.ready_requests(frozenset(self._in_flight)):
+                self._dispatch(request)
+            if not self._in_flight:
+                raise StalledRun(f"no request of the running models is ready ({', '.join(self._run.running)})")
+            finished, _ = await asyncio.wait(self._in_flight.values(), return_when=asyncio.FIRST_COMPLETED)
+            for task in finished:
+                await self._settle(task)
+
+    async def _apply(self, placement: Placement) -> None:
+        records = {record.worker_id: record for record in await self._registry.workers() if record.state == "serving"}
+        self._records.update(records)
+        for name in placement.stop:
+            await self._stop(name)
+        if not placement.start:
+            return
+        starting = {name: plan for name, plan in placement.start}
+        chosen = assign_replicas(self._run.running, sorted(records), self._workers)
+        for name in starting:
+            self._workers[name] = await self._load(name, chosen[name], records)
+
+    async def _stop(self, name: str) -> None:
+        for request_id, task in list(self._in_flight.items()):
+            if self._run.job.request_by_id[request_id].model == name:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                self._in_flight.pop(request_id)
+        for worker_id in self._workers.pop(name, ()):
+            record = self._records.get(worker_id)
+            if record is None or record.model == name:  # a worker's primary model stays
+                continue
+            with contextlib.suppress(grpc.RpcError):
+                await self._stub(record).UnloadModel(worker_pb2.UnloadModelRequest(model=name), timeout=60)
+
+    async def _load(self, name: str, chosen: tuple[str, ...], records: dict[str, WorkerRecord]) -> tuple[str, ...]:
+        """Loads ``name`` on the chosen workers, trying the others for a worker that fails."""
+        loaded: list[str] = []
+        refusals: list[str] = []
+        for worker_id in [*chosen, *(w for w in sorted(records) if w not in chosen)]:
+            if len(loaded) == len(chosen):
+                break
+            try:
+                reply = await self._stub(records[worker_id]).LoadModel(worker_pb2.LoadModelRequest(model=name), timeout=600)
+            except grpc.RpcError as error:
+                refusals.append(f"{worker_id}: {error.code().name} {error.details()}")
+                continue
+            log.info("job %s: %s loaded on %s in %.2f s", self._job_id, name, worker_id, reply.load_s)
+            loaded.append(worker_id)
+        if not loaded:
+            raise InvalidField(f"job.models[{name}]", "no worker could load it (" + ("; ".join(refusals) or "no live worker") + ")")
+        return tuple(loaded)
+
+    def _dispatch(self, request: JobRequest) -> None:
+        replicas = self._workers[request.model]
+        busy = {worker: 0 for worker in replicas}
+        for worker in self._on_worker.values():
+            if worker in busy:
+                busy[worker] += 1
+        worker_id = min(replicas, key=lambda w: busy[w])
+        self._on_worker[request.request_id] = worker_id
+        self._in_flight[request.request_id] = asyncio.create_task(self._generate(request, self._records[worker_id]),
+                                                                  name=request.request_id)
+
+    async def _generate(self, request: JobRequest, record: WorkerRecord) -> tuple[list[int], int]:
+        """The request's output tokens and the prompt length its worker reported."""
+        attempt = await self._store.count_dispatch(self._job_id, request.request_id)
+        message = worker_pb2.WorkerServiceGenerateRequest(
+            request_id=f"{self._job_id}:{request.request_id}:{attempt}", model=request.model,
+            prompt_token_ids=prompt_token_ids(request, self._outputs, self._record.max_prompt_tokens),
+            max_tokens=max_tokens_of(self._run.job, request, self._record.max_tokens),
+        )
+        tokens: list[int] = []
+        prompt = 0
+        async for chunk in self._stub(record).Generate(message):
+            tokens.extend(chunk.token_ids)
+            prompt = chunk.usage.prompt_tokens or prompt
+        return tokens, prompt
+
+    async def _settle(self, task: asyncio.Task[tuple[list[int], int]]) -> None:
+        request_id = task.get_name()
+        self._in_flight.pop(request_id)
+        self._on_worker.pop(request_id, None)
+        try:
+            tokens, prompt = task.result()
+        except grpc.RpcError as error:
+            self._failures[request_id] = self._failures.get(request_id, 0) + 1
+            index = self._run.job.requests.index(self._run.job.request_by_id[request_id])
+            if self._failures[request_id] >= MAX_ATTEMPTS:
+                raise InvalidField(f"job.requests[{index}]", f"failed {MAX_ATTEMPTS} times; last: "
+                                   f"{error.code().name} {error.details()}") from error
+            log.warning("job %s: %s failed (%s); sending it again", self._job_id, request_id, error.details())
+            self._records.clear()
+            self._workers = {}
+            await self._apply(Placement(tuple(self._run.running.items()), ()))
+            return
+        await self._store.finish_request(self._job_id, request_id, tokens, prompt)
+        self._outputs[request_id] = tokens
+        self._run = self._run.with_finished(request_id, self._clock())
+
+    def _stub(self, record: WorkerRecord) -> worker_pb2_grpc.WorkerServiceStub:
+        channel = self._channels.get(record.address)
+        if channel is None:
+            channel = self._channels[record.address] = grpc.aio.insecure_channel(record.address)
+        return worker_pb2_grpc.WorkerServiceStub(channel)

@@ -1,0 +1,194 @@
+"""Running a planned job on real processes: a chain summary runs to its end on two sim workers through
+`forethought run` with every summary forwarded; a planner killed mid-job resumes from Redis without
+redoing a finished request; bad input gets a status naming its field."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from concurrent import futures
+
+import grpc
+import pytest
+import redis
+import redis.asyncio as aioredis
+from forethought.cluster.registry import WorkerRecord, WorkerRegistry
+from forethought.planner.job_file import job_file_from_dict
+from forethought.services.planner.servicer import job_to_proto
+from forethought.v1 import planner_pb2, planner_pb2_grpc, worker_pb2, worker_pb2_grpc
+
+SMOL = {"spec": "SmolLM2-135M", "max_seq_len": 2048}
+
+
+def chain_job(documents: list[list[int]], summary_tokens: int = 24) -> dict:
+    return {
+        "name": "chain", "seed": 1, "devices": {"hardware": "cpu-2-cores", "count": 2},
+        "models": [{"name": "summarizer", **SMOL, "max_output_tokens": summary_tokens, "output_lengths": [8, 16, 24]},
+                   {"name": "evaluator", **SMOL, "max_output_tokens": 8, "output_lengths": [4, 8]}],
+        "graph": {"kind": "chain_summary", "summarizer": "summarizer", "evaluator": "evaluator", "evaluations": 2,
+                  "instruction_tokens": 16, "documents": documents},
+    }
+
+
+@pytest.fixture
+def workers(start_service):
+    return [start_service("worker", "--engine", "sim", "--sim-speedup", "8", "--worker-id", f"w{index}")
+            for index in (1, 2)]
+
+
+@pytest.fixture
+def store(redis_server, namespace):
+    client = redis.Redis.from_url(redis_server.url)
+    yield lambda job_id, part: {key.decode(): value for key, value in
+                                client.hgetall(f"{namespace}:planner:job:{job_id}:{part}").items()}
+    client.close()
+
+
+def plan(stub, job: dict) -> planner_pb2.PlanResponse:
+    job_file = job_file_from_dict(job, "chain")
+    return stub.Plan(planner_pb2.PlanRequest(job=job_to_proto(job_file), seed=job_file.seed, skip_baselines=True),
+                     timeout=60)
+
+
+def last_status(stub, job_id: str, timeout_s: float = 120) -> planner_pb2.StatusResponse:
+    statuses = list(stub.Status(planner_pb2.StatusRequest(job_id=job_id, interval_s=0.1), timeout=timeout_s))
+    return statuses[-1]
+
+
+def test_a_chain_summary_runs_to_its_end_with_each_summary_forwarded(repo, tmp_path, start_service, workers, store):
+    planner = start_service("planner")
+    job = chain_job([[200, 150, 100], [180, 120]])
+    path = tmp_path / "chain.json"
+    path.write_text(json.dumps(job))
+    done = subprocess.run([sys.executable, "-m", "forethought.cli", "run", str(path), "--planner", planner.address,
+                           "--job-id", "chain-1"], cwd=repo, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("planned chain-1: 2 stages, 9 requests")
+    assert lines[-1].startswith("job chain-1: done, 9/9 requests in ")
+    assert [line.split()[0] for line in lines[2:-1]] == ["1", "2"]  # one row a stage, under the header
+
+    job_file = job_file_from_dict(job, "chain")
+    outputs = {key: json.loads(value) for key, value in store("chain-1", "outputs").items()}
+    assert set(outputs) == {r.request_id for r in job_file.job.requests}
+    for request in job_file.job.requests:
+        # The worker saw the request's own prompt followed by every input's whole output.
+        forwarded = sum(len(outputs[source]["tokens"]) for source in request.inputs)
+        assert outputs[request.request_id]["prompt_tokens"] == request.prompt_tokens + forwarded, request.request_id
+        assert outputs[request.request_id]["tokens"], request.request_id
+    assert any(request.inputs for request in job_file.job.requests)
+    assert set(store("chain-1", "sent").values()) == {b"1"}
+
+    with grpc.insecure_channel(planner.address) as channel:
+        status = last_status(planner_pb2_grpc.PlannerServiceStub(channel), "chain-1")
+    assert status.state == planner_pb2.JOB_STATE_DONE and status.finished_requests == status.total_requests == 9
+    assert [row.stage for row in status.stage_times] == [1, 2] and all(row.actual_s > 0 for row in status.stage_times)
+    assert status.estimated_remaining_s == 0 and not status.running
+    # The models the job loaded are unloaded at its end.
+    for worker in workers:
+        with grpc.insecure_channel(worker.address) as channel:
+            with pytest.raises(grpc.RpcError) as raised:
+                list(worker_pb2_grpc.WorkerServiceStub(channel).Generate(worker_pb2.WorkerServiceGenerateRequest(
+                    request_id="after", prompt_token_ids=[1, 2], max_tokens=1, model="summarizer"), timeout=10))
+            assert raised.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_a_restarted_planner_resumes_the_job_without_redoing_finished_requests(start_service, workers, store):
+    planner = start_service("planner")
+    job = chain_job([[300, 300, 300, 300, 300]] * 4, summary_tokens=48)
+    with grpc.insecure_channel(planner.address) as channel:
+        stub = planner_pb2_grpc.PlannerServiceStub(channel)
+        planned = plan(stub, job)
+        total = planned.requests
+        stub.Run(planner_pb2.RunRequest(job_id=planned.job_id), timeout=30)
+        deadline = time.monotonic() + 60
+        while len(store(planned.job_id, "outputs")) < 6 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    planner.process.kill()
+    planner.process.wait()
+    before = set(store(planned.job_id, "outputs"))
+    assert 6 <= len(before) < total, "the job should be stopped mid-way; lower the workers' --sim-speedup"
+
+    again = start_service("planner")
+    with grpc.insecure_channel(again.address) as channel:
+        stub = planner_pb2_grpc.PlannerServiceStub(channel)
+        resumed = stub.Run(planner_pb2.RunRequest(job_id=planned.job_id), timeout=30)
+        assert resumed.state == planner_pb2.JOB_STATE_RUNNING and resumed.finished_requests == len(before)
+        status = last_status(stub, planned.job_id)
+    assert status.state == planner_pb2.JOB_STATE_DONE and status.finished_requests == total, status.error
+    sent = {key: int(value) for key, value in store(planned.job_id, "sent").items()}
+    assert len(store(planned.job_id, "outputs")) == total and set(sent) == set(store(planned.job_id, "outputs"))
+    assert all(sent[request_id] == 1 for request_id in before)  # finished before the kill: never sent again
+    # What was in flight at the kill was sent once more, nothing else.
+    assert all(count <= 2 for count in sent.values()) and sum(sent.values()) - total <= total - len(before)
+
+
+class RefusingWorker(worker_pb2_grpc.WorkerServiceServicer):
+    """A worker whose engine cannot load any model but its own."""
+
+    def LoadModel(self, request, context):
+        context.abort(grpc.StatusCode.NOT_FOUND, f"model: {request.model!r} is not on this host")
+
+
+@pytest.fixture
+def refusing_worker(redis_server, namespace):
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    worker_pb2_grpc.add_WorkerServiceServicer_to_server(RefusingWorker(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+
+    async def register() -> None:
+        client = aioredis.from_url(redis_server.url)
+        await WorkerRegistry(client, namespace, ttl_s=120).heartbeat(
+            WorkerRecord("refusing", f"127.0.0.1:{port}", "other-model", "sim", 8))
+        await client.aclose()
+
+    asyncio.run(register())
+    yield
+    server.stop(0)
+
+
+def test_bad_input_gets_a_status_naming_its_field(start_service):
+    planner = start_service("planner")
+    with grpc.insecure_channel(planner.address) as channel:
+        stub = planner_pb2_grpc.PlannerServiceStub(channel)
+        def cycle(job: planner_pb2.PlanJob) -> None:
+            job.edges.add(source="evaluator", target="summarizer")
+
+        def no_memory(job: planner_pb2.PlanJob) -> None:
+            job.models[0].shape.params = 200e9
+
+        for change, field in ((cycle, "job.edges"), (no_memory, "job.models[summarizer]")):
+            job = job_to_proto(job_file_from_dict(chain_job([[200]]), "bad"))
+            change(job)
+            with pytest.raises(grpc.RpcError) as raised:
+                stub.Plan(planner_pb2.PlanRequest(job=job), timeout=60)
+            assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert raised.value.details().startswith(f"{field}: "), raised.value.details()
+        for request, code, field in (
+            (planner_pb2.RunRequest(job_id="never-planned"), grpc.StatusCode.NOT_FOUND, "job_id"),
+            (planner_pb2.RunRequest(), grpc.StatusCode.INVALID_ARGUMENT, "job_id"),
+            (planner_pb2.RunRequest(job_id=plan(stub, chain_job([[200]])).job_id), grpc.StatusCode.FAILED_PRECONDITION,
+             "no live worker"),
+        ):
+            with pytest.raises(grpc.RpcError) as raised:
+                stub.Run(request, timeout=30)
+            assert raised.value.code() == code and field in raised.value.details(), raised.value.details()
+        with pytest.raises(grpc.RpcError) as raised:
+            list(stub.Status(planner_pb2.StatusRequest(job_id="x", interval_s=100), timeout=10))
+        assert raised.value.details().startswith("interval_s: ")
+
+
+@pytest.mark.usefixtures("refusing_worker")
+def test_a_model_no_worker_can_load_fails_the_job_naming_the_model(start_service):
+    planner = start_service("planner")
+    with grpc.insecure_channel(planner.address) as channel:
+        stub = planner_pb2_grpc.PlannerServiceStub(channel)
+        job_id = plan(stub, chain_job([[200]])).job_id
+        stub.Run(planner_pb2.RunRequest(job_id=job_id), timeout=30)
+        status = last_status(stub, job_id, timeout_s=30)
+    assert status.state == planner_pb2.JOB_STATE_FAILED and status.finished_requests == 0
+    assert status.error.startswith("job.models[summarizer]: no worker could load it (refusing: NOT_FOUND model: ")
