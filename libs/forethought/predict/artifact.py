@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import tempfile
+import warnings
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
@@ -229,7 +230,8 @@ class Forecaster:
         return Forecaster(model, self.tokenizer, config, spread, self.model_spreads)
 
     def with_speed(self, max_tokens: int, int8: bool) -> Forecaster:
-        """The same head reading the last ``max_tokens`` tokens, on an int8 copy of the backbone if ``int8``."""
+        """The same head reading the last ``max_tokens`` tokens, on an int8 copy of the backbone if ``int8``
+        (an int8 backbone stays int8)."""
         backbone = int8_backbone(copy.deepcopy(self.model.backbone)) if int8 and not self.config.backbone_int8 else self.model.backbone
         config = replace(self.config, max_tokens=max_tokens, backbone_int8=int8 or self.config.backbone_int8)
         model = ProxyLengthModel(backbone, config.formulation, config.head_hidden, config.pooling, model_input_width(config.models))
@@ -292,4 +294,7 @@ def thinned_spread(true_lengths: np.ndarray, log_estimates: np.ndarray, points: 
 
 def int8_backbone(backbone: torch.nn.Module) -> torch.nn.Module:
     """``backbone`` with its Linear layers dynamically quantized to int8 (in place; about 2x faster on a CPU)."""
-    return torch.ao.quantization.quantize_dynamic(backbone, {torch.nn.Linear}, dtype=torch.qint8)
+    # torch points torch.ao's quantization to torchao (not a dependency) with warnings on every load
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", (DeprecationWarning, UserWarning))
+        return torch.ao.quantization.quantize_dynamic(backbone, {torch.nn.Linear}, dtype=torch.qint8)

@@ -71,15 +71,18 @@ def recorded_table(model_dir: Path, compared: Sequence[Path] = ()) -> str:
     ``model_dir``'s baselines."""
     model_rows = {}
     for artifact in (model_dir, *compared):
-        name, report = next(iter(recorded_rows(artifact).items()))
-        model_rows[f"{artifact_label(artifact)}: {name}"] = report
+        for name, report in list(recorded_rows(artifact).items())[:1]:
+            model_rows[f"{artifact_label(artifact)}: {name}"] = report
     baselines = dict(list(recorded_rows(model_dir).items())[1:])
+    if not model_rows:
+        return "(no ShareGPT test scores recorded: a CASTILLO-trained predictor is scored with --castillo FILE)"
     return format_table({**model_rows, **baselines})
 
 
 def recorded_rows(model_dir: Path) -> dict[str, AccuracyReport]:
+    """The ShareGPT test scores recorded at training (none for a predictor trained on CASTILLO)."""
     config = json.loads((model_dir / "config.json").read_text())
-    return {name: AccuracyReport(**values) for name, values in config["metrics"]["test"].items()}
+    return {name: AccuracyReport(**values) for name, values in config["metrics"].get("test", {}).items()}
 
 
 def artifact_label(model_dir: Path) -> str:

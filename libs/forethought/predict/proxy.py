@@ -88,10 +88,16 @@ class ProxyLengthModel(nn.Module):
         return self.head(torch.cat([self.embed(input_ids, attention_mask), history], dim=1))
 
 
+# a prompt is cut to its last CHARS_PER_TOKEN * max_tokens characters before tokenizing: tokenizing a long
+# conversation whole to keep its last 32 tokens costs more than the model's forward
+CHARS_PER_TOKEN = 16
+
+
 def encode_prompts(tokenizer: Any, prompts: list[str], max_tokens: int) -> dict[str, torch.Tensor]:
     """MiniLM ids keeping the last ``max_tokens`` tokens (the paper's multi-round truncation)."""
     tokenizer.truncation_side = "left"
-    encoded = tokenizer(prompts, truncation=True, max_length=max_tokens, padding=True, return_tensors="pt")
+    tails = [prompt[-CHARS_PER_TOKEN * max_tokens :] for prompt in prompts]
+    encoded = tokenizer(tails, truncation=True, max_length=max_tokens, padding=True, return_tensors="pt")
     return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
 
 

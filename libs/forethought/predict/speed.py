@@ -53,7 +53,8 @@ def speed_rows(
     timed_pairs = [sample[index] for index in rng.choice(len(sample), size=min(timed, len(sample)), replace=False)]
     rows = []
     for window in windows:
-        for int8 in (False, True):
+        # an int8 artifact has no float32 backbone to go back to
+        for int8 in (True,) if forecaster.config.backbone_int8 else (False, True):
             variant = forecaster.with_speed(window, int8)
             timings = latencies_ms(variant, timed_pairs)
             points, p90s = pair_forecasts(variant, sample, embedding_cache=None)
