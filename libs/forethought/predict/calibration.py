@@ -5,7 +5,8 @@ An unseen model starts from the model-agnostic forecast; each of its completed r
 shrunk toward no move while there are few (``n / (n + prior)``), and once there are ``min_spread`` of
 them their spread around their median replaces the training spread (so p90 covers the model's own
 lengths). Residuals are
-kept per model, newest ``capacity``; the predictor rebuilds them from its observation store on start.
+kept per model, newest ``capacity``, for at most ``max_models`` models; the predictor rebuilds them from
+its observation store on start.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from forethought.predict.buckets import ResidualSpread
 class OnlineCalibration:
     """Per-model residuals of the model-agnostic forecast; ``adjust`` gives a model's shift and spread."""
 
-    def __init__(self, capacity: int = 2000, prior: float = 10.0, min_spread: int = 20) -> None:
+    def __init__(self, capacity: int = 2000, prior: float = 10.0, min_spread: int = 20, max_models: int = 256) -> None:
         self.capacity = capacity
+        self.max_models = max_models
         self.prior = prior
         self.min_spread = min_spread
         self._residuals: dict[str, deque[float]] = {}
@@ -30,6 +32,9 @@ class OnlineCalibration:
 
     def add(self, model: str, true_tokens: float, log_estimate: float) -> None:
         with self._lock:
+            if model not in self._residuals and len(self._residuals) >= self.max_models:
+                # a bounded number of models: the one calibrated longest ago makes room
+                del self._residuals[next(iter(self._residuals))]
             residuals = self._residuals.setdefault(model, deque(maxlen=self.capacity))
             residuals.append(float(np.log1p(true_tokens) - log_estimate))
 

@@ -43,6 +43,8 @@ from forethought.predict.served_models import SERVED_MODEL
 from forethought.predict.shipped import SHIPPED_DIR
 
 MIN_REFIT_OBSERVATIONS = 8
+# served models with a length cache of their own; a request naming yet another evicts the oldest
+MAX_CACHED_MODELS = 64
 # below this many observations the validation residuals of the trained model are kept
 MIN_RECALIBRATION_OBSERVATIONS = 50
 
@@ -169,6 +171,9 @@ class Predictor:
 
     def _cache_of(self, model: str) -> LengthCache:
         with self._count_lock:
+            if model not in self._caches and len(self._caches) >= MAX_CACHED_MODELS:
+                # bounded: the length cache of the model seen longest ago (never the default's) makes room
+                del self._caches[next(name for name in self._caches if name != SERVED_MODEL)]
             return self._caches.setdefault(model, LengthCache(self.cache.capacity, self.cache.near_threshold))
 
     def refit(self, out_dir: Path | None = None, epochs: int = 30, learning_rate: float = 5e-4) -> Path:

@@ -45,3 +45,4 @@ def test_splits_keep_every_model_of_a_prompt_together_and_score_only_unseen_vali
     assert all(pair.split == "validate" for pair in splits["scored"])
     assert 70 < len(ids["scored"]) < 130  # about half of the 200 validate prompts
     assert castillo_splits(pairs, 0.0, 0.1)["scored"] == [pair for pair in pairs if pair.split == "validate"]
+
