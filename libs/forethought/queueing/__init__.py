@@ -1,5 +1,6 @@
-"""Global queue orders (FCFS, SSJF, Gittins, LSTF, RT/BE) and the bounded global queue."""
+"""Global queue orders (FCFS, SSJF, Gittins, LSTF, RT/BE), the bounded global queue, and its fair share between tenants."""
 
+from forethought.queueing.fair_queue import FairQueue
 from forethought.queueing.gittins import gittins_index
 from forethought.queueing.global_queue import GlobalQueue, QueueFull
 from forethought.queueing.policies import POLICY_NAMES, build_policy
@@ -7,6 +8,7 @@ from forethought.queueing.policy import QueuedRequest, QueuePolicy, engine_prior
 
 __all__ = [
     "POLICY_NAMES",
+    "FairQueue",
     "GlobalQueue",
     "QueueFull",
     "QueuePolicy",

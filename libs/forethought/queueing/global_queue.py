@@ -29,6 +29,11 @@ class QueueFull(Exception):
         self.retry_after_s = retry_after_s
 
 
+def retry_after(drain_rate: float, max_retry_after_s: float) -> float:
+    """One inter-pop gap at ``drain_rate`` (pops per second), at most ``max_retry_after_s`` (also when nothing drains)."""
+    return max_retry_after_s if drain_rate <= 0 else min(max_retry_after_s, 1.0 / drain_rate)
+
+
 _Entry = tuple[tuple[float, ...], float, int, str]  # (rank, arrival, sequence, request id)
 
 
@@ -125,10 +130,7 @@ class GlobalQueue:
 
     def retry_after_s(self, now: float) -> float:
         """Expected wait for one slot to free: one inter-pop gap at the recent drain rate."""
-        rate = self.drain_rate(now)
-        if rate <= 0:
-            return self._max_retry_after_s
-        return min(self._max_retry_after_s, 1.0 / rate)
+        return retry_after(self.drain_rate(now), self._max_retry_after_s)
 
     def _insert(self, request: QueuedRequest) -> None:
         entry: _Entry = (

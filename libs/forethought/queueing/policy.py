@@ -23,6 +23,7 @@ class QueuedRequest:
     ``application_rank``: the Gittins rank (Hermes Eq. 1, seconds) of the application run the request is a
     step of, from the demand service; None for a request outside an application.
     ``application_remaining_s``: that run's estimated remaining service time (Hermes 3.2); None outside one.
+    ``tenant``: the tenant that sent it (``forethought.access``); "" without tenants. ``FairQueue`` shares by it.
     """
 
     request_id: str
@@ -37,6 +38,7 @@ class QueuedRequest:
     application_id: str = ""
     application_rank: float | None = None
     application_remaining_s: float | None = None
+    tenant: str = ""
 
 
 class QueuePolicy(Protocol):

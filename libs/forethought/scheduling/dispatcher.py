@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from forethought.queueing.fair_queue import FairQueue
 from forethought.queueing.global_queue import GlobalQueue
 from forethought.queueing.policy import engine_priority
 from forethought.routing.router import Router, RoutingRequest
@@ -43,13 +44,13 @@ class Dispatcher:
 
     Args:
         router: placement policy; its membership follows ``sync_workers``.
-        queue: the global wait queue (policy order, bounded: ``submit`` raises ``QueueFull``).
+        queue: the global wait queue (policy order, or fair between tenants; bounded: ``submit`` raises ``QueueFull``).
         slots: per-worker room.
         max_attempts: dispatches a request may have (the first plus retries after worker losses).
         quarantine_s: how long a lost worker stays out even if the registry still lists it.
     """
 
-    def __init__(self, router: Router, queue: GlobalQueue, slots: WorkerSlots,
+    def __init__(self, router: Router, queue: GlobalQueue | FairQueue, slots: WorkerSlots,
                  max_attempts: int = 3, quarantine_s: float = 5.0) -> None:
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")

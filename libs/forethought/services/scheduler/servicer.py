@@ -43,6 +43,7 @@ from forethought.services.scheduler.requests import (
     health_of,
     validate,
 )
+from forethought.services.scheduler.tenancy import CALLER_TENANT
 from forethought.telemetry.metrics import RESUMED_STREAMS
 from forethought.telemetry.tracing import trace_metadata
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2
@@ -267,11 +268,12 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             request_id=generation.request_id, arrival_s=arrived, prompt_tokens=len(generation.prompt_token_ids),
             predicted_output_tokens=forecast.mean_tokens, predicted_quantiles=forecast.quantiles,
             service_class=generation.service_class, ttft_slo_s=generation.ttft_slo_s,
-            deadline_s=(request.deadline.ToSeconds() + request.deadline.nanos / 1e9 if request.HasField("deadline")
+            deadline_s=(convert.seconds_of(request.deadline, "deadline") if request.HasField("deadline")
                         else ticket.deadline_s if ticket is not None else 0.0),
             application_id=request.application_id,
             application_rank=ticket.rank.gittins_rank if ticket is not None else None,
             application_remaining_s=ticket.rank.remaining_s if ticket is not None else None,
+            tenant=CALLER_TENANT.get(),
         )
         hashes = tuple(chained_block_hashes(generation.prompt_token_ids, self._block_size))
         return ScheduledRequest(queued, request.model, hashes, self._block_size, generation)

@@ -5,12 +5,14 @@ already refused calls without a known token). ``Generate`` is admitted by the ca
 (``forethought.access.QuotaLedger``; over one: RESOURCE_EXHAUSTED with ``RetryInfo``) and its request id is
 recorded as its tenant's while it runs; ``Cancel`` of a request another tenant owns answers as for an
 unknown one. The other RPCs pass through. Quota state is this replica's, in memory (docs/access.md).
+The caller's tenant name is ``CALLER_TENANT`` while its ``Generate`` runs, for the queue's fair share.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from contextvars import ContextVar
 from typing import Any
 
 import grpc
@@ -19,6 +21,9 @@ from forethought.access import QuotaExceeded, QuotaLedger, Tenant, TenantBook
 from forethought.rpc.access import bearer_token
 from forethought.rpc.errors import AlreadyExists, ResourceExhausted, Unauthenticated
 from forethought.v1 import scheduler_pb2
+
+CALLER_TENANT: ContextVar[str] = ContextVar("caller_tenant", default="")
+"""The tenant of the call being served ("" without tenants): one call is one task, so it stays the call's."""
 
 
 class TenantGate:
@@ -44,6 +49,7 @@ class TenantGate:
         except QuotaExceeded as error:
             raise ResourceExhausted(str(error), error.retry_after_s) from error
         self._owners[request.request_id] = tenant.name
+        CALLER_TENANT.set(tenant.name)
         used = 0
         try:
             async for reply in self._inner.Generate(request, context):
