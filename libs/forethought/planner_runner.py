@@ -71,7 +71,9 @@ async def run(args: argparse.Namespace) -> int:
                   f"{plan.estimated_makespan_s:.1f} s (searched in {plan.search_s:.2f} s)", flush=True)
         started = await stub.Run(planner_pb2.RunRequest(job_id=job_id, max_tokens=args.max_tokens,
                                                         max_prompt_tokens=args.max_prompt_tokens), timeout=60)
-        if started.finished_requests:
+        if started.state == planner_pb2.JOB_STATE_DONE:
+            print(f"job {job_id} was done already", flush=True)
+        elif started.finished_requests:
             print(f"resuming {job_id}: {started.finished_requests} requests finished before", flush=True)
         last = await follow(stub, job_id, args.interval)
     print(stage_table(last))
