@@ -75,7 +75,12 @@ async def run(args: argparse.Namespace) -> int:
             print(f"job {job_id} was done already", flush=True)
         elif started.finished_requests:
             print(f"resuming {job_id}: {started.finished_requests} requests finished before", flush=True)
-        last = await follow(stub, job_id, args.interval)
+        try:
+            last = await follow(stub, job_id, args.interval)
+        except grpc.aio.AioRpcError as error:
+            print(f"forethought run: lost the planner ({error.code().name}); job {job_id} is kept in Redis: "
+                  f"`forethought run {args.job} --job-id {job_id}` resumes it", file=sys.stderr)
+            return 1
     print(stage_table(last))
     if last.state != planner_pb2.JOB_STATE_DONE:
         print(f"forethought run: job {job_id} {STATE_NAMES.get(last.state, 'ended')}: {last.error}", file=sys.stderr)

@@ -35,7 +35,7 @@ def chain_job(documents: list[list[int]], summary_tokens: int = 24) -> dict:
 
 @pytest.fixture
 def workers(start_service):
-    return [start_service("worker", "--engine", "sim", "--sim-speedup", "8", "--worker-id", f"w{index}")
+    return [start_service("worker", "--engine", "sim", "--sim-speedup", "8", "--worker-id", f"w{index}", "--capacity", "3")
             for index in (1, 2)]
 
 

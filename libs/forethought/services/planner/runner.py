@@ -2,10 +2,11 @@
 
 Each turn asks the run which models to place, stops the ones it drops (their requests in flight are
 cancelled and redone later: SamuLLM's preemption), loads the ones it starts on ``dp`` workers with
-``LoadModel``, then sends every ready request to the least busy replica of its model with the worker's
-``Generate`` (``model`` set: the scheduler routes by a worker's primary model only, so a model loaded for
-the job is reached directly). A finished request's output tokens are written to the job store before the
-run counts it, and become the prompt tail of the requests that take it as input.
+``LoadModel``, then sends ready requests, up to each worker's registered capacity in flight, to the least
+busy replica of its model with the worker's ``Generate`` (``model`` set: the scheduler routes by a
+worker's primary model only, so a model loaded for the job is reached directly). A finished request's
+output tokens are written to the job store before the run counts it, and become the prompt tail of the
+requests that take it as input.
 
 NOTE: a replica is one worker: ``LoadModelRequest`` carries no tensor-parallel degree and no engine of this
 repository shards a model, so ``tp`` is the plan's, recorded and reported, not applied.
@@ -146,15 +147,17 @@ class JobRunner:
         return tuple(loaded)
 
     def _dispatch(self, request: JobRequest) -> None:
-        replicas = self._workers[request.model]
-        busy = {worker: 0 for worker in replicas}
+        """Sends the request to its model's least busy replica, unless each holds its worker's capacity."""
+        busy = {worker: 0 for worker in self._workers[request.model]}
         for worker in self._on_worker.values():
             if worker in busy:
                 busy[worker] += 1
-        worker_id = min(replicas, key=lambda w: busy[w])
+        worker_id = min(busy, key=lambda w: busy[w])
+        record = self._records[worker_id]
+        if busy[worker_id] >= record.capacity:
+            return
         self._on_worker[request.request_id] = worker_id
-        self._in_flight[request.request_id] = asyncio.create_task(self._generate(request, self._records[worker_id]),
-                                                                  name=request.request_id)
+        self._in_flight[request.request_id] = asyncio.create_task(self._generate(request, record), name=request.request_id)
 
     async def _generate(self, request: JobRequest, record: WorkerRecord) -> tuple[list[int], int]:
         """The request's output tokens and the prompt length its worker reported."""
