@@ -26,7 +26,7 @@ from forethought.config import ConfigError, ServiceSettings, option
 from forethought.documents import read_document
 from forethought.domain import InvalidField
 from forethought.prefix.redis_index import RedisPrefixIndex
-from forethought.queueing import POLICY_NAMES, GlobalQueue, build_policy
+from forethought.queueing import POLICY_NAMES, FairQueue, GlobalQueue, build_policy
 from forethought.routing import ROUTER_NAMES, build_router
 from forethought.rpc.access import AccessInterceptor
 from forethought.rpc.channels import open_channel, root_certs_of
@@ -72,6 +72,8 @@ class Settings(ServiceSettings):
     sweep_interval_s: float = option(10.0, "seconds between sweeps of dead workers out of the prefix index")
     tenants_file: str = option("", "YAML or JSON file of tenants, their token hashes and quotas (docs/access.md); "
                                    "empty = open access, no tokens")
+    fair_share: bool = option(False, "share each model's queue fairly between tenants (VTC: least-served tenant first, "
+                                     "--policy within a tenant); needs --tenants-file")
 
     def validate(self) -> None:
         super().validate()
@@ -93,6 +95,8 @@ class Settings(ServiceSettings):
             raise ConfigError("aging_rate", "must be >= 0", self.aging_rate)
         if self.tenants_file:
             self.tenants()
+        elif self.fair_share:
+            raise ConfigError("fair_share", "needs --tenants-file (without tenants every request is one tenant's)", True)
 
     def tenants(self) -> TenantBook | None:
         """The tenants of ``--tenants-file``; None when it is unset (open access)."""
@@ -108,7 +112,8 @@ def dispatcher_factory(settings: Settings) -> Callable[[], Dispatcher]:
     """Builds one model's dispatcher from the settings (router and queue policy by name)."""
 
     def build() -> Dispatcher:
-        queue = GlobalQueue(build_policy(settings.policy, aging_rate=settings.aging_rate), settings.max_queue)
+        queue_type = FairQueue if settings.fair_share else GlobalQueue
+        queue = queue_type(build_policy(settings.policy, aging_rate=settings.aging_rate), settings.max_queue)
         return Dispatcher(build_router(settings.router), queue, WorkerSlots(settings.max_waiting_per_worker),
                           max_attempts=settings.max_attempts,
                           quarantine_s=settings.heartbeat_ttl_s + settings.registry_poll_s)
