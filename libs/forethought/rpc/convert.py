@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from google.protobuf import timestamp_pb2
+
 from forethought.domain import (
     ClassLoad,
     EngineStats,
     FinishReason,
     GenerationRequest,
+    InvalidField,
     SamplingParams,
     ServiceClass,
     Usage,
@@ -20,6 +23,18 @@ _FINISH_TO_PROTO = {
     FinishReason.ERROR: common_pb2.FINISH_REASON_ERROR,
 }
 _FINISH_FROM_PROTO = {value: key for key, value in _FINISH_TO_PROTO.items()}
+
+
+def seconds_of(stamp: timestamp_pb2.Timestamp, field: str) -> float:
+    """A timestamp as unix seconds.
+
+    Raises:
+        InvalidField: it is outside 0001-01-01..9999-12-31 or its nanos outside 0..999,999,999.
+    """
+    try:
+        return stamp.ToNanoseconds() / 1e9
+    except ValueError as error:
+        raise InvalidField(field, f"must be a valid timestamp: {error}") from None
 
 
 def service_class_from_proto(value: int) -> ServiceClass:

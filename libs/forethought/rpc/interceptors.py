@@ -23,10 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 from opentelemetry import propagate, trace
 
 from forethought.rpc.errors import (
     STATUS_DETAILS_KEY,
+    InvalidArgument,
     ResourceExhausted,
     ServiceError,
     service_error_of,
@@ -71,13 +73,13 @@ def _guard(handler: grpc.RpcMethodHandler, method: str, tracer: trace.Tracer) ->
     if handler.unary_unary:
         return grpc.unary_unary_rpc_method_handler(
             _unary(handler.unary_unary, call),
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=_lenient(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )
     if handler.unary_stream:
         return grpc.unary_stream_rpc_method_handler(
             _streaming(handler.unary_stream, call),
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=_lenient(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )
     if handler.stream_stream:
@@ -87,6 +89,33 @@ def _guard(handler: grpc.RpcMethodHandler, method: str, tracer: trace.Tracer) ->
             response_serializer=handler.response_serializer,
         )
     return handler
+
+
+@dataclass(frozen=True)
+class _Undecodable:
+    """A request whose bytes are not a valid message (invalid UTF-8 in a string field, a truncated field)."""
+
+    reason: str
+
+
+def _lenient(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    """The deserializer, turning a parse failure into a value the handler refuses by name (the gRPC
+    library would answer INTERNAL for it, as if the service had failed)."""
+    if deserialize is None:
+        return None
+
+    def parse(data: bytes) -> Any:
+        try:
+            return deserialize(data)
+        except DecodeError as error:
+            return _Undecodable(str(error))
+
+    return parse
+
+
+def _require_decoded(request: Any) -> None:
+    if isinstance(request, _Undecodable):
+        raise InvalidArgument("request", f"is not a valid message: {request.reason} (a string field must be UTF-8)")
 
 
 @dataclass(frozen=True)
@@ -102,6 +131,7 @@ class _Call:
 def _unary(behaviour: Callable[..., Awaitable[Any]], call: _Call) -> Callable[..., Awaitable[Any]]:
     async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
         async with _guarded(context, call):
+            _require_decoded(request)
             return await behaviour(request, context)
 
     return handle
@@ -110,6 +140,7 @@ def _unary(behaviour: Callable[..., Awaitable[Any]], call: _Call) -> Callable[..
 def _streaming(behaviour: Callable[..., AsyncIterator[Any]], call: _Call) -> Callable[..., AsyncIterator[Any]]:
     async def handle(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         async with _guarded(context, call):
+            _require_decoded(request)
             async for response in behaviour(request, context):
                 yield response
 

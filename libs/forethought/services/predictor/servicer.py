@@ -67,7 +67,10 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
         async with self._reloading:  # one swap at a time; predictions go on meanwhile
             if source == "model_dir":
                 folder = Path(request.model_dir).expanduser()
-                problem = artifact_problem(folder)
+                try:
+                    problem = artifact_problem(folder)
+                except (OSError, ValueError) as error:  # a name too long, a NUL byte: no folder at all
+                    problem = f"not a readable path: {error}"
                 require(problem is None, "model_dir", f"must be a trained predictor folder of this version ({problem})")
                 version = await asyncio.to_thread(self._predictor.reload, folder)
             else:

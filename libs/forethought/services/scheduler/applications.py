@@ -20,6 +20,7 @@ from opentelemetry import trace
 from prometheus_client import Counter, Gauge, Histogram
 
 from forethought.domain import EngineStats, InvalidField, require
+from forethought.rpc import convert
 from forethought.rpc.errors import AlreadyExists, FailedPrecondition, NotFound, Unavailable, invalid_argument_of
 from forethought.scheduling.application_runs import ApplicationRun, RunEvent, StepExecution, StepState
 from forethought.services.scheduler.pool import WorkerPool
@@ -108,7 +109,7 @@ class ApplicationRuns:
         require(bool(request.application), "application", "is required")
         require(len(request.run_id) <= MAX_RUN_ID, "run_id", f"must be at most {MAX_RUN_ID} characters")
         now = self._clock()
-        deadline_s = request.deadline.ToSeconds() + request.deadline.nanos / 1e9 if request.HasField("deadline") else 0.0
+        deadline_s = convert.seconds_of(request.deadline, "deadline") if request.HasField("deadline") else 0.0
         require(not request.HasField("deadline") or deadline_s > now, "deadline", "must be in the future")
         run_id = request.run_id or uuid.uuid4().hex
         if run_id in self._runs:
