@@ -120,9 +120,12 @@ class ForecasterConfig:
 def artifact_problem(directory: Path) -> str | None:
     """Why ``directory`` holds no artifact this version can load; None when it holds one."""
     config_path = Path(directory) / "config.json"
-    if not config_path.is_file():
-        return f"no trained predictor in {directory}"
-    found = json.loads(config_path.read_text()).get("format", 1)
+    try:
+        if not config_path.is_file():
+            return f"no trained predictor in {directory}"
+        found = json.loads(config_path.read_text()).get("format", 1)
+    except OSError as error:  # a name too long, no permission: the folder cannot hold a predictor either
+        return f"cannot read {config_path}: {error.strerror}"
     if found not in READABLE_FORMATS:
         return f"the predictor in {directory} has artifact format {found}, this version reads {READABLE_FORMATS}"
     return None

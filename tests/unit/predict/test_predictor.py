@@ -151,3 +151,10 @@ def test_an_artifact_of_an_older_format_is_refused_with_the_fix(quick_artifact: 
     assert artifact_problem(tmp_path / "none") == f"no trained predictor in {tmp_path / 'none'}"
     with pytest.raises(ValueError, match="train-predictor"):
         Predictor.load(older)
+
+
+def test_a_folder_name_too_long_to_open_is_a_problem_not_a_crash(tmp_path: Path) -> None:
+    from forethought.predict.artifact import artifact_problem
+
+    problem = artifact_problem(tmp_path / ("x" * 300))
+    assert problem is not None and problem.startswith("cannot read") and "too long" in problem
