@@ -192,3 +192,22 @@ def test_a_model_no_worker_can_load_fails_the_job_naming_the_model(start_service
         status = last_status(stub, job_id, timeout_s=30)
     assert status.state == planner_pb2.JOB_STATE_FAILED and status.finished_requests == 0
     assert status.error.startswith("job.models[summarizer]: no worker could load it (refusing: NOT_FOUND model: ")
+
+
+def test_a_job_finishes_on_the_workers_left_when_one_dies(start_service, store):
+    planner = start_service("planner")
+    # The dead worker stays in the registry for 30 s: the run learns of its death from its calls.
+    workers = [start_service("worker", "--engine", "sim", "--sim-speedup", "8", "--worker-id", f"w{index}",
+                             "--heartbeat-ttl-s", "30") for index in (1, 2)]
+    with grpc.insecure_channel(planner.address) as channel:
+        stub = planner_pb2_grpc.PlannerServiceStub(channel)
+        planned = plan(stub, chain_job([[300, 300, 300, 300]] * 4, summary_tokens=48))
+        stub.Run(planner_pb2.RunRequest(job_id=planned.job_id), timeout=30)
+        deadline = time.monotonic() + 60
+        while len(store(planned.job_id, "outputs")) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        workers[1].process.kill()
+        status = last_status(stub, planned.job_id)
+    assert status.state == planner_pb2.JOB_STATE_DONE and status.finished_requests == planned.requests, status.error
+    sent = [int(value) for value in store(planned.job_id, "sent").values()]
+    assert max(sent) == 2  # what the dead worker held was sent again

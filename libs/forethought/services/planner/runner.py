@@ -55,6 +55,7 @@ class JobRunner:
         self._clock = clock
         self._workers: dict[str, tuple[str, ...]] = {name: tuple(found) for name, found in record.workers.items()}
         self._records: dict[str, WorkerRecord] = {}
+        self._lost: set[str] = set()  # workers that answered UNAVAILABLE: gone, though the registry may list them a while
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._in_flight: dict[str, asyncio.Task[tuple[list[int], int]]] = {}
         self._on_worker: dict[str, str] = {}
@@ -104,7 +105,8 @@ class JobRunner:
                 await self._settle(task)
 
     async def _apply(self, placement: Placement) -> None:
-        records = {record.worker_id: record for record in await self._registry.workers() if record.state == "serving"}
+        records = {record.worker_id: record for record in await self._registry.workers()
+                   if record.state == "serving" and record.worker_id not in self._lost}
         self._records.update(records)
         for name in placement.stop:
             await self._stop(name)
@@ -121,6 +123,7 @@ class JobRunner:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
                 self._in_flight.pop(request_id)
+                self._on_worker.pop(request_id)
         for worker_id in self._workers.pop(name, ()):
             record = self._records.get(worker_id)
             if record is None or record.model == name:  # a worker's primary model stays
@@ -177,18 +180,19 @@ class JobRunner:
     async def _settle(self, task: asyncio.Task[tuple[list[int], int]]) -> None:
         request_id = task.get_name()
         self._in_flight.pop(request_id)
-        self._on_worker.pop(request_id, None)
+        worker_id = self._on_worker.pop(request_id)
         try:
             tokens, prompt = task.result()
         except grpc.RpcError as error:
+            if error.code() == grpc.StatusCode.UNAVAILABLE:
+                self._lost.add(worker_id)
             self._failures[request_id] = self._failures.get(request_id, 0) + 1
             index = self._run.job.requests.index(self._run.job.request_by_id[request_id])
             if self._failures[request_id] >= MAX_ATTEMPTS:
                 raise InvalidField(f"job.requests[{index}]", f"failed {MAX_ATTEMPTS} times; last: "
                                    f"{error.code().name} {error.details()}") from error
             log.warning("job %s: %s failed (%s); sending it again", self._job_id, request_id, error.details())
-            self._records.clear()
-            self._workers = {}
+            # Replicas on workers that left the registry move to live ones before the request goes again.
             await self._apply(Placement(tuple(self._run.running.items()), ()))
             return
         await self._store.finish_request(self._job_id, request_id, tokens, prompt)
