@@ -55,6 +55,8 @@ class ServiceSettings:
     tls_cert: str = option("", "PEM certificate chain this service serves TLS with (with --tls-key); empty = plaintext")
     tls_key: str = option("", "PEM private key of --tls-cert")
     tls_ca: str = option("", "PEM root certificates its own gRPC calls to other services trust (TLS); empty = plaintext calls")
+    tls_client_ca: str = option("", "PEM root certificates a caller's certificate must chain to (mutual TLS, with --tls-cert); "
+                                    "empty = callers need no certificate")
 
     def __post_init__(self) -> None:
         self.validate()
@@ -75,7 +77,9 @@ class ServiceSettings:
             raise ConfigError("grace_s", "must be >= 0", self.grace_s)
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ConfigError("tls_key" if self.tls_cert else "tls_cert", "--tls-cert and --tls-key go together", "")
-        for name in ("tls_cert", "tls_key", "tls_ca"):
+        if self.tls_client_ca and not self.tls_cert:
+            raise ConfigError("tls_client_ca", "needs --tls-cert and --tls-key (mutual TLS is TLS first)", self.tls_client_ca)
+        for name in ("tls_cert", "tls_key", "tls_ca", "tls_client_ca"):
             if getattr(self, name) and not os.path.isfile(getattr(self, name)):
                 raise ConfigError(name, "must be a PEM file that exists", getattr(self, name))
         if not self.redis_url.startswith(("redis://", "rediss://", "unix://")):

@@ -24,7 +24,7 @@ from forethought.client.results import ApplicationRun, Chunk, ClientError, Compl
 from forethought.client.retry import RetryPolicy, retry_delay
 from forethought.domain import SamplingParams, ServiceClass
 from forethought.rpc.access import bearer_metadata
-from forethought.rpc.channels import open_channel
+from forethought.rpc.channels import ChannelTls, open_channel
 from forethought.rpc.errors import retry_delay_of
 from forethought.telemetry.tracing import trace_metadata
 from forethought.v1 import scheduler_pb2, scheduler_pb2_grpc
@@ -44,13 +44,15 @@ class AsyncForethoughtClient:
         token: the tenant's bearer token, sent as ``authorization: Bearer <token>`` on every call
             (a scheduler with a tenants file refuses calls without one: docs/access.md).
         root_certs: PEM root certificates to trust: the channel uses TLS when given, plaintext otherwise.
+        client_cert: (PEM private key, PEM certificate chain) to show a scheduler that requires one (mutual TLS).
     """
 
     def __init__(self, address: str, *, timeout_s: float | None = 120.0, retry: RetryPolicy = DEFAULT_RETRY,
                  token: str | None = None, root_certs: bytes | None = None,
-                 clock: Callable[[], float] = time.monotonic,
+                 client_cert: tuple[bytes, bytes] | None = None, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
-        self._channel = open_channel(address, traced=False, root_certs=root_certs)
+        tls = ChannelTls(root_certs, *(client_cert or (None, None))) if root_certs is not None else None
+        self._channel = open_channel(address, traced=False, tls=tls)
         self._credential = bearer_metadata(token)
         self._stub = scheduler_pb2_grpc.SchedulerServiceStub(self._channel)
         self._timeout_s = timeout_s
@@ -224,13 +226,15 @@ class ForethoughtClient:
     ``with ForethoughtClient(address) as client`` (arguments as ``AsyncForethoughtClient``)."""
 
     def __init__(self, address: str, *, timeout_s: float | None = 120.0, retry: RetryPolicy = DEFAULT_RETRY,
-                 token: str | None = None, root_certs: bytes | None = None) -> None:
+                 token: str | None = None, root_certs: bytes | None = None,
+                 client_cert: tuple[bytes, bytes] | None = None) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="forethought-client", daemon=True)
         self._thread.start()
 
         async def create() -> AsyncForethoughtClient:  # the channel belongs to the loop it is made in
-            return AsyncForethoughtClient(address, timeout_s=timeout_s, retry=retry, token=token, root_certs=root_certs)
+            return AsyncForethoughtClient(address, timeout_s=timeout_s, retry=retry, token=token, root_certs=root_certs,
+                                          client_cert=client_cert)
 
         self._client = self._run(create())
 

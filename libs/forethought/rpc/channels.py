@@ -1,19 +1,44 @@
-"""Client channels with tracing: every outgoing call carries the W3C trace context; TLS when given root certificates."""
+"""Client channels with tracing: every outgoing call carries the W3C trace context; TLS (and a client
+certificate for mutual TLS) when given ``ChannelTls``."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
+from forethought.config import ServiceSettings
 from forethought.rpc.server import MAX_MESSAGE_BYTES
 
 
-def open_channel(address: str, traced: bool = True, root_certs: bytes | None = None) -> grpc.aio.Channel:
-    """An async channel to ``address`` (host:port): TLS trusting ``root_certs`` (PEM) when given, else plaintext.
+@dataclass(frozen=True)
+class ChannelTls:
+    """TLS of a client channel: the PEM root certificates it trusts, and the certificate it shows (mutual TLS)."""
+
+    root_certs: bytes
+    private_key: bytes | None = None
+    certificate_chain: bytes | None = None
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        return grpc.ssl_channel_credentials(self.root_certs, self.private_key, self.certificate_chain)
+
+
+def channel_tls_of(settings: ServiceSettings) -> ChannelTls | None:
+    """How a service calls others: TLS trusting its ``--tls-ca``, showing its own ``--tls-cert`` (for services that
+    require one); None (plaintext) without ``--tls-ca``."""
+    if not settings.tls_ca:
+        return None
+    own = (Path(settings.tls_key).read_bytes(), Path(settings.tls_cert).read_bytes()) if settings.tls_cert else (None, None)
+    return ChannelTls(Path(settings.tls_ca).read_bytes(), *own)
+
+
+def open_channel(address: str, traced: bool = True, tls: ChannelTls | None = None) -> grpc.aio.Channel:
+    """An async channel to ``address`` (host:port): TLS when ``tls`` is given, else plaintext.
 
     Args:
         traced: client tracing interceptors open a span per call and send the trace context. False on
@@ -22,18 +47,9 @@ def open_channel(address: str, traced: bool = True, root_certs: bytes | None = N
     """
     interceptors = aio_client_interceptors() if traced else None
     options = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES), ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
-    if root_certs is not None:
-        credentials = grpc.ssl_channel_credentials(root_certificates=root_certs)
-        return grpc.aio.secure_channel(address, credentials, interceptors=interceptors, options=options)
+    if tls is not None:
+        return grpc.aio.secure_channel(address, tls.credentials(), interceptors=interceptors, options=options)
     return grpc.aio.insecure_channel(address, interceptors=interceptors, options=options)
-
-
-def root_certs_of(path: str) -> bytes | None:
-    """The PEM root certificates at ``path`` (a ``--tls-ca`` setting); None for an empty path (plaintext)."""
-    if not path:
-        return None
-    with open(path, "rb") as file:
-        return file.read()
 
 
 async def check_health(channel: grpc.aio.Channel, service: str = "", timeout_s: float = 1.0) -> str:
@@ -47,10 +63,10 @@ async def check_health(channel: grpc.aio.Channel, service: str = "", timeout_s: 
     return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
 
 
-async def wait_until_serving(address: str, timeout_s: float, service: str = "", root_certs: bytes | None = None) -> None:
+async def wait_until_serving(address: str, timeout_s: float, service: str = "", tls: ChannelTls | None = None) -> None:
     """Polls ``address``'s health until SERVING; raises TimeoutError naming the address otherwise."""
     deadline = time.monotonic() + timeout_s
-    async with open_channel(address, traced=False, root_certs=root_certs) as channel:
+    async with open_channel(address, traced=False, tls=tls) as channel:
         while time.monotonic() < deadline:
             if await check_health(channel, service) == "SERVING":
                 return

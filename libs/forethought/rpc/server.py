@@ -141,11 +141,16 @@ async def running_service(spec: ServiceSpec, settings: ServiceSettings, service:
 
 
 def server_credentials(settings: ServiceSettings) -> grpc.ServerCredentials | None:
-    """TLS with the service's ``--tls-cert`` and ``--tls-key``; None (plaintext) when they are unset."""
+    """TLS with the service's ``--tls-cert`` and ``--tls-key``, requiring a client certificate that chains to
+    ``--tls-client-ca`` when set (mutual TLS); None (plaintext) without a certificate."""
     if not settings.tls_cert:
         return None
     with open(settings.tls_key, "rb") as key, open(settings.tls_cert, "rb") as chain:
-        return grpc.ssl_server_credentials([(key.read(), chain.read())])
+        pair = (key.read(), chain.read())
+    if not settings.tls_client_ca:
+        return grpc.ssl_server_credentials([pair])
+    with open(settings.tls_client_ca, "rb") as client_ca:
+        return grpc.ssl_server_credentials([pair], root_certificates=client_ca.read(), require_client_auth=True)
 
 
 async def serve(spec: ServiceSpec, settings: ServiceSettings) -> int:

@@ -85,8 +85,8 @@ def next_port() -> int:
     raise RuntimeError("no free port left in 56000-56499")
 
 
-def serving(address: str, process: subprocess.Popen[bytes], root_certs: bytes | None, timeout_s: float = 60.0) -> bool:
-    credentials = grpc.ssl_channel_credentials(root_certs) if root_certs else None
+def serving(address: str, process: subprocess.Popen[bytes], credentials: grpc.ChannelCredentials | None,
+            timeout_s: float = 60.0) -> bool:
     deadline = time.monotonic() + timeout_s
     with (grpc.secure_channel(address, credentials) if credentials else grpc.insecure_channel(address)) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
@@ -108,7 +108,8 @@ class Launcher:
         self._logs = logs
         self.started: list[ServiceProcess] = []
 
-    def start(self, name: str, *args: str, root_certs: bytes | None = None, health: bool = True) -> ServiceProcess:
+    def start(self, name: str, *args: str, credentials: grpc.ChannelCredentials | None = None,
+              health: bool = True) -> ServiceProcess:
         port = next_port()
         log_path = self._logs / f"{name}-{port}.log"
         with log_path.open("wb") as log:
@@ -118,7 +119,7 @@ class Launcher:
                 stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
         service = ServiceProcess(name, f"127.0.0.1:{port}", process, log_path)
         self.started.append(service)
-        if health and not serving(service.address, process, root_certs):
+        if health and not serving(service.address, process, credentials):
             raise AssertionError(f"{name} never reported SERVING; its log:\n{service.log()}")
         return service
 

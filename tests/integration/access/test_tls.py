@@ -40,10 +40,10 @@ def mesh(launcher: Launcher, certificates: Certificates,
     tenants_file = tmp_path_factory.mktemp("tenants") / "tenants.yaml"
     tenants_file.write_text(yaml.safe_dump({"tenants": [{"name": "secure", "token_sha256": token_hash(TOKEN)}]}))
     tls = ("--tls-cert", str(certificates.cert), "--tls-key", str(certificates.key), "--tls-ca", str(certificates.ca))
-    roots = certificates.root_certs
-    launcher.start("worker", "--engine", "sim", "--worker-id", "tls-w0", "--heartbeat-s", "0.5", *tls, root_certs=roots)
+    trusting = grpc.ssl_channel_credentials(certificates.root_certs)
+    launcher.start("worker", "--engine", "sim", "--worker-id", "tls-w0", "--heartbeat-s", "0.5", *tls, credentials=trusting)
     scheduler = launcher.start("scheduler", "--registry-poll-s", "0.1", "--tenants-file", str(tenants_file), *tls,
-                               root_certs=roots)
+                               credentials=trusting)
     http = launcher.start("http", "--scheduler-address", scheduler.address, *tls, health=False)
     yield SecureMesh(scheduler.address, http.address, certificates)
 

@@ -27,7 +27,7 @@ from starlette.types import Receive, Scope, Send
 
 from forethought.domain import InvalidField
 from forethought.rpc.access import AUTHORIZATION_KEY
-from forethought.rpc.channels import check_health, open_channel
+from forethought.rpc.channels import ChannelTls, check_health, open_channel
 from forethought.services.http.openai_errors import HttpError, error_json, http_error, http_error_of
 from forethought.services.http.openai_requests import GatewayRequest, chat_request, completion_request
 from forethought.services.http.openai_responses import (
@@ -60,9 +60,9 @@ def call_metadata(request: Request) -> tuple[tuple[str, str], ...]:
 
 
 def build_app(scheduler_address: str, request_timeout_s: float, default_max_tokens: int,
-              root_certs: bytes | None = None) -> FastAPI:
-    """The FastAPI application; its lifespan opens the channel to the scheduler (TLS trusting ``root_certs``
-    when given) and closes it."""
+              tls: ChannelTls | None = None) -> FastAPI:
+    """The FastAPI application; its lifespan opens the channel to the scheduler (TLS when ``tls`` is given)
+    and closes it."""
     channel: grpc.aio.Channel | None = None
     stub: scheduler_pb2_grpc.SchedulerServiceStub | None = None
 
@@ -70,7 +70,7 @@ def build_app(scheduler_address: str, request_timeout_s: float, default_max_toke
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         nonlocal channel, stub
         # Untraced: a client interceptor costs a task per streamed call; the context goes as metadata.
-        channel = open_channel(scheduler_address, traced=False, root_certs=root_certs)
+        channel = open_channel(scheduler_address, traced=False, tls=tls)
         stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
         try:
             yield

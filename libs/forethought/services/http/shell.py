@@ -17,7 +17,7 @@ import uvicorn
 
 from forethought.config import ConfigError, ServiceSettings, option
 from forethought.domain import MAX_TOKENS_LIMIT
-from forethought.rpc.channels import root_certs_of
+from forethought.rpc.channels import channel_tls_of
 from forethought.rpc.server import ServiceSpec
 from forethought.services.http.app import build_app
 
@@ -51,7 +51,7 @@ class _EmbeddedServer(uvicorn.Server):
 async def running(settings: Settings) -> AsyncIterator[str]:
     """Serves HTTP until the context exits, then lets in-flight answers finish for up to ``grace_s``."""
     app = build_app(settings.scheduler_address, settings.request_timeout_s, settings.default_max_tokens,
-                    root_certs_of(settings.tls_ca))
+                    channel_tls_of(settings))
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
                             timeout_graceful_shutdown=int(settings.grace_s),
                             ssl_certfile=settings.tls_cert or None, ssl_keyfile=settings.tls_key or None)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from forethought.rpc.channels import open_channel
+from forethought.rpc.channels import ChannelTls, open_channel
 from forethought.scheduling import DependencyHealth
 from forethought.services.scheduler.dependency_reports import record_outcome
 from forethought.telemetry.metrics import DEGRADED
@@ -49,8 +49,8 @@ class ForecastClient:
     """Calls ``PredictorService.Predict`` with a timeout; degrades to no forecast on any failure."""
 
     def __init__(self, address: str, timeout_s: float, probe_interval_s: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic, root_certs: bytes | None = None) -> None:
-        self._channel = open_channel(address, root_certs=root_certs) if address else None
+                 clock: Callable[[], float] = time.monotonic, tls: ChannelTls | None = None) -> None:
+        self._channel = open_channel(address, tls=tls) if address else None
         self._stub = predictor_pb2_grpc.PredictorServiceStub(self._channel) if self._channel else None
         self._timeout_s = timeout_s
         self._probe_interval_s = probe_interval_s

@@ -8,7 +8,7 @@ import logging
 import grpc
 
 from forethought.cluster.registry import WorkerRecord
-from forethought.rpc.channels import check_health, open_channel
+from forethought.rpc.channels import ChannelTls, check_health, open_channel
 from forethought.v1 import worker_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -29,8 +29,8 @@ class WorkerPool:
     and must not cut every stream.
     """
 
-    def __init__(self, probe_timeout_s: float = PROBE_TIMEOUT_S, root_certs: bytes | None = None) -> None:
-        self._root_certs = root_certs  # TLS to the workers when given (the scheduler's --tls-ca)
+    def __init__(self, probe_timeout_s: float = PROBE_TIMEOUT_S, tls: ChannelTls | None = None) -> None:
+        self._tls = tls  # TLS to the workers when given (the scheduler's --tls-ca)
         self.records: dict[str, WorkerRecord] = {}  # listed at the last registry read
         self._probe_timeout_s = probe_timeout_s
         self._channels: dict[str, grpc.aio.Channel] = {}  # every worker not given up
@@ -42,7 +42,7 @@ class WorkerPool:
         for worker_id, record in listed.items():
             if worker_id not in self._channels:
                 # Untraced: the servicer sends the trace context as metadata on every call (the hot path).
-                self._channels[worker_id] = open_channel(record.address, traced=False, root_certs=self._root_certs)
+                self._channels[worker_id] = open_channel(record.address, traced=False, tls=self._tls)
                 self._stubs[worker_id] = worker_pb2_grpc.WorkerServiceStub(self._channels[worker_id])
                 log.info("worker %s joined the pool at %s", worker_id, record.address)
             elif worker_id in self.records and record.state != self.records[worker_id].state:

@@ -29,7 +29,7 @@ from forethought.prefix.redis_index import RedisPrefixIndex
 from forethought.queueing import POLICY_NAMES, FairQueue, GlobalQueue, build_policy
 from forethought.routing import ROUTER_NAMES, build_router
 from forethought.rpc.access import AccessInterceptor
-from forethought.rpc.channels import open_channel, root_certs_of
+from forethought.rpc.channels import channel_tls_of, open_channel
 from forethought.rpc.server import ServiceSpec, cancel_tasks
 from forethought.scheduling import Dispatcher, WorkerSlots
 from forethought.services.scheduler.applications import ApplicationRuns
@@ -130,14 +130,14 @@ class SchedulerShell:
         self._registry = WorkerRegistry(self._redis, settings.namespace, ttl_s=settings.heartbeat_ttl_s)
         self._index = RedisPrefixIndex(self._redis, settings.namespace)
         self._tenants = settings.tenants()
-        root_certs = root_certs_of(settings.tls_ca)  # TLS to every service it calls when set
-        self._pool = WorkerPool(root_certs=root_certs)
+        tls = channel_tls_of(settings)  # TLS to every service it calls when set
+        self._pool = WorkerPool(tls=tls)
         # Untraced, like the worker channels: the calls carry the trace context as metadata, and a client
         # interceptor on the per-chunk detokenizing stream costs a task per call and leaks it when the stream fails.
-        self._tokenizer_channel = (open_channel(settings.tokenizer_address, traced=False, root_certs=root_certs)
+        self._tokenizer_channel = (open_channel(settings.tokenizer_address, traced=False, tls=tls)
                                    if settings.tokenizer_address else None)
-        self._demand_channel = open_channel(settings.demand_address, root_certs=root_certs) if settings.demand_address else None
-        self._root_certs = root_certs
+        self._demand_channel = open_channel(settings.demand_address, tls=tls) if settings.demand_address else None
+        self._tls = tls
         self._tasks: list[asyncio.Task[None]] = []
         self.placement: PlacementLoop | None = None
         self._applications: ApplicationRuns | None = None
@@ -148,7 +148,7 @@ class SchedulerShell:
         self.placement = PlacementLoop(dispatcher_factory(self._settings), self._index.match_many,
                                        index_timeout_s=self._settings.index_timeout_s)
         self._forecasts = ForecastClient(self._settings.predictor_address, self._settings.predictor_timeout_s,
-                                         root_certs=self._root_certs)
+                                         tls=self._tls)
         demand = demand_pb2_grpc.DemandServiceStub(self._demand_channel) if self._demand_channel else None
         self._applications = ApplicationRuns(demand, self.placement.revise_application, self._settings.demand_timeout_s,
                                              self._settings.run_idle_ttl_s)
