@@ -164,7 +164,7 @@ def _extras(body: Mapping[str, Any], headers: Mapping[str, str]) -> dict[str, An
 def _forethought_fields(request: scheduler_pb2.GenerateRequest, values: Mapping[str, Any]) -> None:
     if "service_class" in values:
         service_class = values["service_class"]
-        require(service_class in SERVICE_CLASSES, "service_class", "must be rt or be")
+        require(isinstance(service_class, str) and service_class in SERVICE_CLASSES, "service_class", "must be rt or be")
         request.service_class = SERVICE_CLASSES[service_class]
     for name in ("application_id", "step"):
         if name in values:
