@@ -81,20 +81,22 @@ class ForecastClient:
         forecast = reply.forecasts[0]
         return Forecast(forecast.mean, tuple(q.tokens for q in forecast.quantiles))
 
-    def observe(self, prompt: ForecastPrompt, output_tokens: int) -> None:
-        """Reports a finished request's real length in the background (the predictor learns from it)."""
+    def observe(self, prompt: ForecastPrompt, output_tokens: int, model: str) -> None:
+        """Reports a finished request's real length on its served model in the background (the predictor
+        learns from it and calibrates its forecasts for that model)."""
         if self._stub is None or not prompt.text or self.health.degraded:
             return
-        task = asyncio.create_task(self._observe(prompt, output_tokens))
+        task = asyncio.create_task(self._observe(prompt, output_tokens, model))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _observe(self, prompt: ForecastPrompt, output_tokens: int) -> None:
+    async def _observe(self, prompt: ForecastPrompt, output_tokens: int, model: str) -> None:
         if self._stub is None:
             return
         try:
             await self._stub.Observe(
-                predictor_pb2.ObserveRequest(prompt=prompt.text, output_tokens=output_tokens, history=prompt.history()),
+                predictor_pb2.ObserveRequest(prompt=prompt.text, output_tokens=output_tokens, history=prompt.history(),
+                                             model=model),
                 timeout=self._timeout_s * 4)
         except grpc.aio.AioRpcError as error:
             log.debug("predictor Observe failed: %s", error.details())

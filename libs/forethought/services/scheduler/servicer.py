@@ -197,7 +197,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         scheduled.output_tokens = output_tokens
         self._placement.finish(scheduled, output_tokens)
         if output_tokens is not None:
-            self._forecasts.observe(prompt, output_tokens)
+            self._forecasts.observe(prompt, output_tokens, scheduled.model)
 
     def _release(self, scheduled: ScheduledRequest) -> None:
         """The handler ends (done, failed or the client left): nothing of the request may linger."""
