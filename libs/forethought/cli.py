@@ -56,7 +56,9 @@ async def _generate(args: argparse.Namespace) -> int:
     from forethought.domain import SamplingParams, ServiceClass, Usage
 
     chat = None if args.raw else [*([ChatMessage("system", args.system)] if args.system else []), ChatMessage("user", args.text)]
-    async with AsyncForethoughtClient(args.scheduler, timeout_s=args.timeout) as client:
+    root_certs = Path(args.tls_ca).read_bytes() if args.tls_ca else None
+    async with AsyncForethoughtClient(args.scheduler, timeout_s=args.timeout, token=args.token or None,
+                                      root_certs=root_certs) as client:
         tokens, worker_id, forecast = 0, "", 0.0
         try:
             async for chunk in client.generate(
@@ -260,6 +262,9 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--temperature", type=float, default=0.0)
     generate.add_argument("--scheduler", default=DEFAULT_SCHEDULER)
     generate.add_argument("--timeout", type=float, default=120.0)
+    generate.add_argument("--token", default=os.environ.get("FORETHOUGHT_TOKEN", ""),
+                          help="the tenant's bearer token, for a scheduler with a tenants file [env FORETHOUGHT_TOKEN]")
+    generate.add_argument("--tls-ca", default="", help="PEM root certificates: call the scheduler over TLS (docs/access.md)")
 
     status = commands.add_parser("status", help="health of every service and worker")
     status.add_argument("--scheduler", default=DEFAULT_SCHEDULER)

@@ -14,6 +14,7 @@ from typing import Any
 import grpc
 
 from forethought.access import TenantBook
+from forethought.telemetry.metrics import RPC_REQUESTS
 
 AUTHORIZATION_KEY = "authorization"
 BEARER = "bearer "
@@ -55,18 +56,23 @@ class AccessInterceptor(grpc.aio.ServerInterceptor):
             handler = await continuation(details)
             if handler is None:
                 return handler
-            refusal = self._refusals[details.method] = _refusing(handler)
+            refusal = self._refusals[details.method] = _refusing(handler, details.method)
         return refusal
 
 
-def _refusing(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-    """A handler of the same shape as ``handler`` that answers UNAUTHENTICATED."""
+def _refusing(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+    """A handler of the same shape as ``handler`` that answers UNAUTHENTICATED (and counts it, as the status
+    interceptor it never reaches would)."""
     message = "missing or unknown bearer token: send metadata `authorization: Bearer <token>`"
+    service, _, name = method.rpartition("/")
+    counted = RPC_REQUESTS.labels(service.rpartition(".")[2], name, grpc.StatusCode.UNAUTHENTICATED.name)
 
     async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        counted.inc()
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
 
     async def streaming(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        counted.inc()
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
         yield  # NOTE: unreachable; makes this an async generator, the shape a streaming handler has
 

@@ -110,6 +110,17 @@ class Launcher:
 
     def start(self, name: str, *args: str, credentials: grpc.ChannelCredentials | None = None,
               health: bool = True) -> ServiceProcess:
+        """Starts the service and, with ``health``, waits until it serves; a port an outgoing connection took
+        between the probe and the bind (the range lies among the ephemeral ports) is retried on the next."""
+        for _ in range(3):
+            service = self._launch(name, args)
+            if not health or serving(service.address, service.process, credentials):
+                return service
+            if service.process.poll() is None or "Failed to bind" not in service.log():
+                break
+        raise AssertionError(f"{name} never reported SERVING; its log:\n{service.log()}")
+
+    def _launch(self, name: str, args: tuple[str, ...]) -> ServiceProcess:
         port = next_port()
         log_path = self._logs / f"{name}-{port}.log"
         with log_path.open("wb") as log:
@@ -119,8 +130,6 @@ class Launcher:
                 stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
         service = ServiceProcess(name, f"127.0.0.1:{port}", process, log_path)
         self.started.append(service)
-        if health and not serving(service.address, process, credentials):
-            raise AssertionError(f"{name} never reported SERVING; its log:\n{service.log()}")
         return service
 
     def stop(self) -> None:

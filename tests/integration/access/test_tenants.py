@@ -8,6 +8,8 @@ a tenant cannot cancel another's request; the HTTP front passes the bearer heade
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -185,6 +187,16 @@ def test_the_http_front_passes_the_bearer_token_on(mesh: Mesh) -> None:
         status, body = _post(mesh.http, token)
         assert status == 401
         assert body["error"]["type"] == "authentication_error" and body["error"]["code"] == "unauthenticated"
+
+
+def test_the_generate_command_sends_its_token(mesh: Mesh) -> None:
+    def generate(*token: str) -> str:
+        return subprocess.run([sys.executable, "-m", "forethought.cli", "generate", "--raw", "Hi", "--scheduler",
+                               mesh.scheduler, *token], capture_output=True, text=True, timeout=60).stderr
+
+    assert "UNAUTHENTICATED" in generate()
+    authenticated = generate("--token", TOKENS["gamma"])  # past the door: text prompts need the absent tokenizer
+    assert "UNAUTHENTICATED" not in authenticated and "tokenizer" in authenticated
 
 
 def test_the_tenants_file_is_checked_at_start(launcher: Launcher, tmp_path: Path) -> None:
