@@ -35,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"planner address (default: the one `forethought up` started, else {DEFAULT_PLANNER})")
     parser.add_argument("--job-id", default="", help="the job's id; an id planned before is resumed, not planned again")
     parser.add_argument("--no-preemption", action="store_true", help="plan without preemption (SamuLLM 5.5)")
+    parser.add_argument("--replan", action="store_true",
+                        help="when models finish out of plan, search the stages left again (default: adjust the next stage)")
     parser.add_argument("--max-tokens", type=int, default=0, help="caps every request's output (0: its own limit)")
     parser.add_argument("--max-prompt-tokens", type=int, default=0,
                         help="keeps the last this many prompt tokens, an engine's context (0: whole prompts)")
@@ -69,7 +71,7 @@ async def run(args: argparse.Namespace) -> int:
             job_id = plan.job_id
             print(f"planned {job_id}: {len(plan.stages)} stages, {plan.requests} requests, estimated "
                   f"{plan.estimated_makespan_s:.1f} s (searched in {plan.search_s:.2f} s)", flush=True)
-        started = await stub.Run(planner_pb2.RunRequest(job_id=job_id, max_tokens=args.max_tokens,
+        started = await stub.Run(planner_pb2.RunRequest(job_id=job_id, max_tokens=args.max_tokens, replan=args.replan,
                                                         max_prompt_tokens=args.max_prompt_tokens), timeout=60)
         if started.state == planner_pb2.JOB_STATE_DONE:
             print(f"job {job_id} was done already", flush=True)

@@ -13,19 +13,24 @@ not it is the one the plan expected. Each unfinished model ``M`` with plan ``P``
   devices only if some are still free; else it is stopped, and its requests wait for its next stage.
 
 Every pair of a stage must be placed (or its model finished) before the next stage is considered; a pair
-that does not fit yet waits for the next finish. No search is redone.
+that does not fit yet waits for the next finish. No search is redone, as in the paper; ``replanned``
+instead searches the stages left again (Algorithm 1 on the work left, from the models running), for a
+caller that chooses to when the run ``deviates`` from the plan.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from forethought.planner.job import Job, JobRequest
 from forethought.planner.plans import ExecutionPlan
-from forethought.planner.schedule import Stage
+from forethought.planner.schedule import Stage, plan_stages
+from forethought.planner.search import greedy_stage
+from forethought.planner.stage_cost import CostModel
+from forethought.planner.workload import Workload
 
 DEFAULT_MAX_TOKENS = 256
 VOCABULARY = 49152  # SmolLM2's: the synthetic prompt ids stay valid for the engines of this repository
@@ -104,6 +109,27 @@ class JobRun:
         after = replace(self, pointer=pointer, running=placed, stage_started_s=tuple(started))
         return after, Placement(start, stop)
 
+    def deviates(self) -> bool:
+        """Whether a stage is ending (a running model finished) with other models finished than the plan
+        finishes by its end."""
+        done = self.finished_models
+        if self.is_done or self.pointer >= len(self.stages) or not any(name in done for name in self.running):
+            return False
+        return done != {name for stage in self.stages[:self.pointer + 1] for name in stage.finished_models}
+
+    def replanned(self, workload: Workload, cost: CostModel, clock: Callable[[], float],
+                  preemption: bool = True) -> JobRun:
+        """The run with the stages after the current one searched again (Algorithm 1) on ``workload``, the
+        job's sampled work, less the finished requests, from the models running now; the current stage
+        says which models finished in it."""
+        done = self.finished_models
+        running = {name: plan for name, plan in self.running.items() if name not in done}
+        left = workload.advance(set(self.finished), {})
+        plan = plan_stages("samullm", cost, left, greedy_stage, clock, preemption, running)
+        before = {name for stage in self.stages[:self.pointer] for name in stage.finished_models}
+        current = replace(self.stages[self.pointer], finished_models=tuple(sorted(done - before)))
+        return replace(self, stages=(*self.stages[:self.pointer], current, *plan.stages))
+
     def _unfinished_pairs(self, index: int, done: frozenset[str]) -> list[tuple[str, ExecutionPlan]]:
         return [(name, plan) for name, plan in self.stages[index].assignments if name not in done]
 
@@ -138,11 +164,12 @@ class JobRun:
         )
 
     def stage_times(self, now: float) -> tuple[tuple[float, float], ...]:
-        """Each reached stage's planned duration and the time it took (to now while it runs)."""
+        """Each reached stage's planned duration and the time it took (to now while it runs); the last
+        stage's holds the models that ran on past it."""
         end = self.ended_s if self.ended_s is not None else now
-        bounds = (*self.stage_started_s[1:], end)
-        return tuple((self.stages[index].duration_s, bounds[index] - started)
-                     for index, started in enumerate(self.stage_started_s) if index < len(self.stages))
+        starts = self.stage_started_s[:len(self.stages)]
+        bounds = (*starts[1:], end)
+        return tuple((self.stages[index].duration_s, bounds[index] - started) for index, started in enumerate(starts))
 
     def estimated_remaining_s(self, now: float) -> float:
         """The plan's durations of the stages not reached, plus what is left of the current one's."""

@@ -65,11 +65,13 @@ def plan_stages(
     choose: StageChooser,
     clock: Callable[[], float],
     preemption: bool = True,
+    loaded: Mapping[str, ExecutionPlan] | None = None,
 ) -> ApplicationPlan:
-    """Runs ``choose`` stage after stage until ``workload`` is done; ``clock`` times the whole search."""
+    """Runs ``choose`` stage after stage until ``workload`` is done; ``clock`` times the whole search.
+    ``loaded``: the models running with their plans when the search starts (none at a job's start)."""
     started = clock()
     stages: list[Stage] = []
-    loaded: dict[str, ExecutionPlan] = {}
+    loaded = dict(loaded or {})
     elapsed, simulations = 0.0, 0
     while not workload.is_done:
         costing = cost.for_stage(workload, loaded)

@@ -179,14 +179,16 @@ class PlanResponse(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[ExecutionStage, _Mapping]]] = ..., estimated_makespan_s: _Optional[float] = ..., baseline_max_heuristic_s: _Optional[float] = ..., baseline_min_heuristic_s: _Optional[float] = ..., search_s: _Optional[float] = ..., simulations: _Optional[int] = ..., requests: _Optional[int] = ...) -> None: ...
 
 class RunRequest(_message.Message):
-    __slots__ = ("job_id", "max_tokens", "max_prompt_tokens")
+    __slots__ = ("job_id", "max_tokens", "max_prompt_tokens", "replan")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
     MAX_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    REPLAN_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     max_tokens: int
     max_prompt_tokens: int
-    def __init__(self, job_id: _Optional[str] = ..., max_tokens: _Optional[int] = ..., max_prompt_tokens: _Optional[int] = ...) -> None: ...
+    replan: bool
+    def __init__(self, job_id: _Optional[str] = ..., max_tokens: _Optional[int] = ..., max_prompt_tokens: _Optional[int] = ..., replan: _Optional[bool] = ...) -> None: ...
 
 class RunResponse(_message.Message):
     __slots__ = ("job_id", "state", "finished_requests")

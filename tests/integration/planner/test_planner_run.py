@@ -211,3 +211,35 @@ def test_a_job_finishes_on_the_workers_left_when_one_dies(start_service, store):
     assert status.state == planner_pb2.JOB_STATE_DONE and status.finished_requests == planned.requests, status.error
     sent = [int(value) for value in store(planned.job_id, "sent").values()]
     assert max(sent) == 2  # what the dead worker held was sent again
+
+
+def out_of_order_job() -> dict:
+    """The plan runs both models in stage 1 and expects the 7B model to finish first (the 13B model decodes
+    slower and loads longer on A100s); on sim workers every model decodes alike, so the 13B model's
+    shorter answers finish first."""
+    requests = [{"id": f"big{i}", "model": "big", "prompt_tokens": 64, "output_tokens": 24} for i in range(16)]
+    requests += [{"id": f"small{i}", "model": "small", "prompt_tokens": 64, "output_tokens": 200} for i in range(16)]
+    return {"name": "order", "devices": {"hardware": "A100-80GB", "count": 4},
+            "models": [{"name": "big", "spec": "Llama-2-13B"}, {"name": "small", "spec": "Llama-2-7B"}],
+            "graph": {"kind": "explicit", "edges": [], "requests": requests}}
+
+
+@pytest.mark.parametrize("replan", [False, True], ids=["adjust-next-stage", "replan"])
+def test_models_finishing_out_of_plan_are_adjusted_or_replanned(start_service, workers, redis_server, namespace, replan):
+    planner = start_service("planner")
+    with grpc.insecure_channel(planner.address) as channel:
+        stub = planner_pb2_grpc.PlannerServiceStub(channel)
+        planned = plan(stub, out_of_order_job())
+        assert list(planned.stages[0].finished_models) == ["small"] and len(planned.stages[0].placements) == 2
+        stub.Run(planner_pb2.RunRequest(job_id=planned.job_id, replan=replan), timeout=30)
+        status = last_status(stub, planned.job_id)
+    assert status.state == planner_pb2.JOB_STATE_DONE and status.finished_requests == 32, status.error
+    client = redis.Redis.from_url(redis_server.url)
+    stored = planner_pb2.PlanResponse.FromString(client.hget(f"{namespace}:planner:job:{planned.job_id}", "plan"))
+    client.close()
+    if replan:  # stage 1 ended with big; the stages after it were searched for small alone
+        assert list(stored.stages[0].finished_models) == ["big"]
+        assert {p.model for stage in stored.stages[1:] for p in stage.placements} == {"small"}
+    else:  # stage 2 (big alone) was passed over; small ran on to its end, in the last stage's time
+        assert list(stored.stages) == list(planned.stages)
+        assert [row.stage for row in status.stage_times] == [1, 2] and status.stage_times[1].actual_s > 0

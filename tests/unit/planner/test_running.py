@@ -93,6 +93,15 @@ def test_stages_of_finished_models_are_passed_over():
     run = finish_model(finish_model(run, "a", 4.0), "b", 4.0)
     run, placement = run.schedule(4.0)
     assert run.pointer == 2 and dict(run.running) == {"c": P4} and run.stage_started_s == (0.0, 4.0, 4.0)
+    assert run.stage_times(6.0) == ((10.0, 4.0), (10.0, 0.0), (10.0, 2.0))
+
+
+def test_models_running_past_the_last_stage_count_in_its_time():
+    stages = (stage(("a", P2), ("b", P2)), stage(("a", P4),))
+    run, _ = JobRun(make_job("ab"), stages).schedule(0.0)
+    run, _ = finish_model(run, "a", 3.0).schedule(3.0)  # stage 2 holds a alone: passed over
+    assert run.pointer == 2 and dict(run.running) == {"b": P2}
+    assert run.stage_times(5.0) == ((10.0, 3.0), (10.0, 2.0))
 
 
 def test_a_plan_that_leaves_a_model_out_stalls():
@@ -152,3 +161,46 @@ def test_stage_times_and_the_remaining_estimate():
     assert run.stage_times(113.0) == ((10.0, 12.0), (5.0, 1.0))
     run, _ = finish_model(run, "b", 116.0).schedule(116.0)
     assert run.estimated_remaining_s(120.0) == 0.0 and run.stage_times(120.0) == ((10.0, 12.0), (5.0, 4.0))
+
+
+def test_a_run_deviates_when_another_model_ends_the_stage():
+    stages = (stage(("a", P2), ("b", P2)), stage(("b", P2), ("c", P2)), stage(("d", P4),))
+    run, _ = JobRun(make_job(), stages).schedule(0.0)
+    assert not run.deviates()  # nothing finished
+    assert not finish_model(run, "a", 1.0).deviates()  # as planned
+    assert finish_model(run, "b", 1.0).deviates()
+    assert not finish_model(run, "c", 1.0).deviates()  # c does not run: no stage ends
+
+
+def test_replanning_searches_the_work_left_from_the_running_models(uniform_cdf):
+    import random
+
+    from forethought.planner import CostModel, ensembling_job, realise, samullm_plan
+
+    from tests.unit.planner.conftest import fixed_executors
+
+    job = ensembling_job((make_model("m7"), make_model("m13", "13b"), make_model("m7b")), [40, 60, 80, 100, 20, 30],
+                         make_pool(4))
+    cdfs = {model.name: uniform_cdf for model in job.models}
+    cost = CostModel(job, executors=fixed_executors(1.0))
+    plan = samullm_plan(job, cdfs, random.Random(3), lambda: 0.0, cost)
+    run, _ = JobRun(job, plan.stages).schedule(0.0)
+    first, = plan.stages[0].finished_models
+    other = next(name for name, _ in plan.stages[0].assignments if name != first)
+    run = finish_model(run, other, 2.0)  # another model ends stage 1
+    assert run.deviates()
+    again = run.replanned(realise(job, cdfs, random.Random(3)), cost, lambda: 0.0)
+    assert again.stages[0] == replace_finished(plan.stages[0], (other,))
+    left = {model.name for model in job.models} - {other}
+    assert {name for s in again.stages[1:] for name in s.finished_models} == left
+    assert {name for s in again.stages[1:] for name, _ in s.assignments} <= left
+    assert not again.deviates()
+    run, placement = again.schedule(2.0)
+    assert run.pointer == 1 and dict(run.running) == dict(again.stages[1].assignments)
+    # The model still running is kept where the new stage gives it the same plan (no reload).
+    assert all(name not in placement.stop for name, plan_ in again.stages[1].assignments
+               if again.running.get(name) == plan_)
+
+
+def replace_finished(planned: Stage, finished: tuple[str, ...]) -> Stage:
+    return Stage(planned.assignments, planned.start_s, planned.duration_s, planned.flops, finished)

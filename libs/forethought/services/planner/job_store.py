@@ -1,7 +1,8 @@
 """Planned and running jobs in Redis, so a job survives a planner restart.
 
 Per job, under ``<namespace>:planner:job:<id>``: a hash with the ``PlanJob`` and ``PlanResponse`` as
-sent and answered, its seed and the run record (JSON: state, stage pointer, models placed with their plans
+sent and answered (its stages replaced when a run searches the stages left again), its seed, whether it
+was planned with preemption, and the run record (JSON: state, stage pointer, models placed with their plans
 and workers, stage start times, the run's options, the error of a failed run); ``...:outputs``, a hash of
 each finished request's output token ids and the prompt length its worker reported, written when the
 request finishes (what a resumed run skips and forwards); ``...:sent``, a hash counting each request's
@@ -58,12 +59,20 @@ class RunRecord:
         self.ended_s = run.ended_s
 
 
+def stage_to_proto(stage: Stage) -> planner_pb2.ExecutionStage:
+    return planner_pb2.ExecutionStage(
+        placements=[planner_pb2.ModelPlacement(model=name, gpus=plan.tp, replicas=plan.dp) for name, plan in stage.assignments],
+        estimated_s=stage.duration_s, start_s=stage.start_s, flops=stage.flops, finished_models=list(stage.finished_models),
+    )
+
+
 @dataclass
 class StoredJob:
     job_id: str
     job: planner_pb2.PlanJob
     plan: planner_pb2.PlanResponse
     seed: int
+    preemption: bool
     record: RunRecord
 
     def run(self, job: Job, finished: frozenset[str]) -> JobRun:
@@ -89,13 +98,14 @@ class JobStore:
     def _key(self, job_id: str) -> str:
         return f"{self._ns}:planner:job:{job_id}"
 
-    async def create(self, job_id: str, job: planner_pb2.PlanJob, plan: planner_pb2.PlanResponse, seed: int) -> bool:
+    async def create(self, job_id: str, job: planner_pb2.PlanJob, plan: planner_pb2.PlanResponse, seed: int,
+                     preemption: bool) -> bool:
         """Stores a planned job; False when the id is taken."""
         # NOTE: the "job" field claims the id; get() sees the job once "run" is written after it.
         if not await self._redis.hsetnx(self._key(job_id), "job", job.SerializeToString()):
             return False
         await self._redis.hset(self._key(job_id), mapping={"plan": plan.SerializeToString(), "seed": seed,
-                                                           "run": RunRecord().to_json()})
+                                                           "preemption": int(preemption), "run": RunRecord().to_json()})
         return True
 
     async def get(self, job_id: str) -> StoredJob | None:
@@ -104,7 +114,16 @@ class JobStore:
             return None
         return StoredJob(job_id, planner_pb2.PlanJob.FromString(entry[b"job"]),
                          planner_pb2.PlanResponse.FromString(entry[b"plan"]), int(entry[b"seed"]),
-                         RunRecord.from_json(entry[b"run"].decode()))
+                         entry[b"preemption"] == b"1", RunRecord.from_json(entry[b"run"].decode()))
+
+    async def save_stages(self, stored: StoredJob, stages: tuple[Stage, ...]) -> None:
+        """Replaces the stages of the job's plan (a run searched the stages left again)."""
+        plan = planner_pb2.PlanResponse()
+        plan.CopyFrom(stored.plan)
+        del plan.stages[:]
+        plan.stages.extend(stage_to_proto(stage) for stage in stages)
+        plan.estimated_makespan_s = sum(stage.duration_s for stage in stages)
+        await self._redis.hset(self._key(stored.job_id), "plan", plan.SerializeToString())
 
     async def save(self, job_id: str, record: RunRecord) -> None:
         await self._redis.hset(self._key(job_id), "run", record.to_json())

@@ -33,7 +33,7 @@ from forethought.planner.running import (
     max_tokens_of,
     prompt_token_ids,
 )
-from forethought.services.planner.job_store import JobStore, RunRecord
+from forethought.services.planner.job_store import JobStore, RunRecord, StoredJob
 from forethought.v1 import worker_pb2, worker_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -42,13 +42,18 @@ MAX_ATTEMPTS = 3  # dispatches of one request before the job fails
 
 
 class JobRunner:
-    """Runs ``run`` to its end, writing its progress to ``store`` under ``job_id``."""
+    """Runs ``run`` to its end, writing its progress to ``store`` under the job's id."""
 
-    def __init__(self, store: JobStore, registry: WorkerRegistry, job_id: str, run: JobRun, record: RunRecord,
-                 outputs: dict[str, list[int]], clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: JobStore, registry: WorkerRegistry, stored: StoredJob, run: JobRun, record: RunRecord,
+                 outputs: dict[str, list[int]], replan: Callable[[JobRun], JobRun] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        """``replan``: searches the stages left again when the run deviates from its plan (None: only the
+        next stage is adjusted)."""
         self._store = store
         self._registry = registry
-        self._job_id = job_id
+        self._stored = stored
+        self._job_id = stored.job_id
+        self._replan = replan
         self._run = run
         self._record = record
         self._outputs = outputs
@@ -89,6 +94,11 @@ class JobRunner:
         # A resumed run finds its models placed: load them again (a no-op where still loaded).
         first = Placement(tuple(self._run.running.items()), ()) if self._run.is_started else None
         while True:
+            if self._replan is not None and self._run.deviates():
+                self._run = await asyncio.to_thread(self._replan, self._run)
+                await self._store.save_stages(self._stored, self._run.stages)
+                log.info("job %s: models finished out of plan; %d stages searched again", self._job_id,
+                         len(self._run.stages) - self._run.pointer - 1)
             self._run, placement = self._run.schedule(self._clock())
             await self._apply(placement if first is None else Placement(first.start + placement.start, placement.stop))
             first = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -19,11 +20,21 @@ import grpc
 from forethought.cluster.registry import WorkerRegistry
 from forethought.costmodel import ModelSpec
 from forethought.domain import InvalidField, require
-from forethought.planner import ApplicationPlan, DevicePool, Job, JobRequest, ModelNode, OutputLengthCDF
+from forethought.planner import (
+    ApplicationPlan,
+    CostModel,
+    DevicePool,
+    Job,
+    JobRequest,
+    ModelNode,
+    OutputLengthCDF,
+    realise,
+)
 from forethought.planner.job import validate_job
 from forethought.planner.job_file import HARDWARE, JobFile, JobPlans, LengthSource, plan_job, resolve_cdfs
+from forethought.planner.running import JobRun
 from forethought.rpc.errors import AlreadyExists, FailedPrecondition, NotFound, ServiceError
-from forethought.services.planner.job_store import STATES, JobStore, StoredJob
+from forethought.services.planner.job_store import STATES, JobStore, StoredJob, stage_to_proto
 from forethought.services.planner.runner import JobRunner
 from forethought.v1 import planner_pb2, planner_pb2_grpc
 
@@ -104,15 +115,7 @@ def _model_from_proto(model: planner_pb2.PlanModel, field: str) -> ModelNode:
 
 
 def stages_to_proto(plan: ApplicationPlan) -> list[planner_pb2.ExecutionStage]:
-    return [
-        planner_pb2.ExecutionStage(
-            placements=[planner_pb2.ModelPlacement(model=name, gpus=plan_.tp, replicas=plan_.dp)
-                        for name, plan_ in stage.assignments],
-            estimated_s=stage.duration_s, start_s=stage.start_s, flops=stage.flops,
-            finished_models=list(stage.finished_models),
-        )
-        for stage in plan.stages
-    ]
+    return [stage_to_proto(stage) for stage in plan.stages]
 
 
 def plans_to_proto(job_id: str, job: Job, plans: JobPlans) -> planner_pb2.PlanResponse:
@@ -164,7 +167,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         log.info("planned %s: %d stages, %.1f s estimated, searched in %.2f s", job_id, len(plans.samullm.stages),
                  plans.samullm.inference_s, plans.samullm.search_s)
         reply = plans_to_proto(job_id, job_file.job, plans)
-        if not await self._store.create(job_id, request.job, reply, request.seed):
+        if not await self._store.create(job_id, request.job, reply, request.seed, not request.no_preemption):
             raise AlreadyExists(f"job_id: {job_id!r} was planned meanwhile; plan under another id")
         return reply
 
@@ -193,7 +196,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         record.state, record.error = "running", ""
         record.max_tokens, record.max_prompt_tokens = request.max_tokens, request.max_prompt_tokens
         await self._store.save(stored.job_id, record)
-        runner = JobRunner(self._store, self._registry, stored.job_id, run, record, outputs, self._clock)
+        replan = await asyncio.to_thread(self._replanner, stored, job) if request.replan else None
+        runner = JobRunner(self._store, self._registry, stored, run, record, outputs, replan, self._clock)
         self._runs[stored.job_id] = asyncio.create_task(runner.run(), name=f"job-{stored.job_id}")
         log.info("running %s: %d of %d requests finished before", stored.job_id, finished, len(job.requests))
         return planner_pb2.RunResponse(job_id=stored.job_id, state=planner_pb2.JOB_STATE_RUNNING,
@@ -217,6 +221,16 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
             if stored.record.state in ("done", "failed"):
                 return
             await asyncio.sleep(interval)
+
+    def _replanner(self, stored: StoredJob, job: Job) -> Callable[[JobRun], JobRun]:
+        """Searches a run's stages left again on the job's sampled work (the plan's draws: the same seed)."""
+        try:
+            cdfs = resolve_cdfs(job_from_proto(stored.job, stored.seed), self._castillo)
+            workload = realise(job, cdfs, random.Random(stored.seed))
+        except InvalidField as error:
+            raise InvalidField(f"job.{error.field}", error.rule) from error
+        cost = CostModel(job)
+        return lambda run: run.replanned(workload, cost, time.perf_counter, stored.preemption)
 
     async def _stored(self, job_id: str) -> StoredJob:
         require(bool(job_id), "job_id", "must name a planned job")
