@@ -80,6 +80,12 @@ def generated(stub: scheduler_pb2_grpc.SchedulerServiceStub, tenant: str, max_to
     return sum(len(reply.token_ids) for reply in replies)
 
 
+def generated_as(stub: scheduler_pb2_grpc.SchedulerServiceStub, tenant: str, request_id: str) -> int:
+    replies = list(stub.Generate(request(2, request_id), timeout=30, metadata=bearer(tenant)))
+    assert {reply.request_id for reply in replies} == {request_id}  # the caller's id, not the scheduler's
+    return sum(len(reply.token_ids) for reply in replies)
+
+
 def refusal(call: object) -> grpc.RpcError:
     with pytest.raises(grpc.RpcError) as raised:
         list(call) if not callable(call) else call()  # type: ignore[call-overload]
@@ -163,6 +169,7 @@ def test_a_tenant_cannot_cancel_another_tenants_request(stub: scheduler_pb2_grpc
     assert stub.Cancel(cancel, timeout=10, metadata=bearer("delta")) == unknown  # as for an unknown id
     assert not unknown.cancelled
     assert len(next(stream).token_ids) > 0  # still streaming
+    assert generated_as(stub, "delta", "gamma-long") == 2  # the same id in another tenant's namespace
     assert stub.Cancel(cancel, timeout=10, metadata=bearer("gamma")).cancelled
     finishes = [reply.finish_reason for reply in stream if reply.finish_reason]
     assert finishes == [common_pb2.FINISH_REASON_ABORT]

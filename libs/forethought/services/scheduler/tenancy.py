@@ -1,11 +1,13 @@
-"""The scheduler's tenant gate: quotas on ``Generate`` and requests kept to their tenant.
+"""The scheduler's tenant gate: quotas on ``Generate``, and request ids in each tenant's own namespace.
 
 Wraps the ``SchedulerServicer`` when a tenants file is set (the interceptor in ``forethought.rpc.access`` has
 already refused calls without a known token). ``Generate`` is admitted by the caller's quotas
-(``forethought.access.QuotaLedger``; over one: RESOURCE_EXHAUSTED with ``RetryInfo``) and its request id is
-recorded as its tenant's while it runs; ``Cancel`` of a request another tenant owns answers as for an
-unknown one. The other RPCs pass through. Quota state is this replica's, in memory (docs/access.md).
-The caller's tenant name is ``CALLER_TENANT`` while its ``Generate`` runs, for the queue's fair share.
+(``forethought.access.QuotaLedger``; over one: RESOURCE_EXHAUSTED with ``RetryInfo``). Request ids are
+scoped by tenant: the scheduler and the workers know a request as ``<tenant>/<id>``, the caller only as
+``<id>``; so ``Cancel`` reaches only the caller's own requests (another tenant's id is simply unknown),
+and two tenants may use the same id. The other RPCs pass through. Quota state is this replica's, in
+memory (docs/access.md). The caller's tenant name is ``CALLER_TENANT`` while its ``Generate`` runs, for
+the queue's fair share.
 """
 
 from __future__ import annotations
@@ -19,11 +21,16 @@ import grpc
 
 from forethought.access import QuotaExceeded, QuotaLedger, Tenant, TenantBook
 from forethought.rpc.access import bearer_token
-from forethought.rpc.errors import AlreadyExists, ResourceExhausted, Unauthenticated
+from forethought.rpc.errors import ResourceExhausted, Unauthenticated
 from forethought.v1 import scheduler_pb2
 
 CALLER_TENANT: ContextVar[str] = ContextVar("caller_tenant", default="")
 """The tenant of the call being served ("" without tenants): one call is one task, so it stays the call's."""
+
+
+def scoped_id(tenant: Tenant, request_id: str) -> str:
+    """The scheduler's name of a tenant's request id (tenant names hold no '/')."""
+    return f"{tenant.name}/{request_id}"
 
 
 class TenantGate:
@@ -33,7 +40,6 @@ class TenantGate:
         self._inner = inner
         self._book = book
         self._ledger = ledger
-        self._owners: dict[str, str] = {}  # request id -> its tenant's name, while its Generate runs
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)  # the RPCs without tenant rules
@@ -41,30 +47,28 @@ class TenantGate:
     async def Generate(self, request: scheduler_pb2.GenerateRequest,
                        context: grpc.aio.ServicerContext) -> AsyncIterator[scheduler_pb2.GenerateResponse]:
         tenant = self._tenant(context)
-        request.request_id = request.request_id or uuid.uuid4().hex  # NOTE: the id must be known here to own it
-        if request.request_id in self._owners:
-            raise AlreadyExists(f"request_id: {request.request_id!r} is already running")
+        own_id = request.request_id or uuid.uuid4().hex
+        request.request_id = scoped_id(tenant, own_id)
         try:
             self._ledger.admit(tenant)
         except QuotaExceeded as error:
             raise ResourceExhausted(str(error), error.retry_after_s) from error
-        self._owners[request.request_id] = tenant.name
         CALLER_TENANT.set(tenant.name)
         used = 0
         try:
             async for reply in self._inner.Generate(request, context):
+                reply.request_id = own_id
                 if reply.HasField("usage"):
                     used = reply.usage.prompt_tokens + reply.usage.output_tokens
                 yield reply
         finally:
-            del self._owners[request.request_id]
             self._ledger.finish(tenant, used)
 
     async def Cancel(self, request: scheduler_pb2.CancelRequest,
                      context: grpc.aio.ServicerContext) -> scheduler_pb2.CancelResponse:
         tenant = self._tenant(context)
-        if self._owners.get(request.request_id, tenant.name) != tenant.name:
-            return scheduler_pb2.CancelResponse(cancelled=False)  # as for an unknown id: nothing to see
+        if request.request_id:  # an empty id goes on to be refused by the servicer's rule
+            request.request_id = scoped_id(tenant, request.request_id)
         reply: scheduler_pb2.CancelResponse = await self._inner.Cancel(request, context)
         return reply
 
