@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from contextvars import ContextVar
 from typing import Any
 
@@ -56,11 +57,13 @@ class TenantGate:
         CALLER_TENANT.set(tenant.name)
         used = 0
         try:
-            async for reply in self._inner.Generate(request, context):
-                reply.request_id = own_id
-                if reply.HasField("usage"):
-                    used = reply.usage.prompt_tokens + reply.usage.output_tokens
-                yield reply
+            # aclosing: a caller that leaves closes the servicer's stream here, in this call's task
+            async with aclosing(self._inner.Generate(request, context)) as replies:
+                async for reply in replies:
+                    reply.request_id = own_id
+                    if reply.HasField("usage"):
+                        used = reply.usage.prompt_tokens + reply.usage.output_tokens
+                    yield reply
         finally:
             self._ledger.finish(tenant, used)
 
