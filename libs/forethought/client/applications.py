@@ -110,9 +110,10 @@ async def _play(client: AsyncForethoughtClient, graph: PDGraph, run_id: str, exe
         await client.report_step(run_id, execution.unit, duration_s)
         return StepPlayed(execution.unit, duration_s=duration_s)
     max_tokens = max(1, min(consumption.output_tokens, options.max_tokens))
+    prefix = graph.units[execution.unit].backend.prompt_prefix  # the part a prewarm may have computed already
     answers = await asyncio.gather(*(client.complete(
         model=options.model, max_tokens=max_tokens, sampling=SamplingParams(temperature=0.0),
-        prompt=step_prompt(graph.name, execution.unit, index, min(consumption.input_tokens, options.max_prompt_tokens)),
+        prompt=prefix + step_prompt(graph.name, execution.unit, index, min(consumption.input_tokens, options.max_prompt_tokens)),
         application_id=run_id, step=execution.unit,
     ) for index in range(consumption.parallelism)))  # one execution: its requests go together
     return StepPlayed(execution.unit, answers=tuple(answers))

@@ -43,12 +43,15 @@ class BackendKind(enum.Enum):
 
 @dataclass(frozen=True)
 class BackendSpec:
-    """What a unit runs on: a model (with a LoRA adapter or not), or a tool backend of a kind."""
+    """What a unit runs on: a model (with a LoRA adapter or not), or a tool backend of a kind. An llm unit
+    may name the ``prompt_prefix`` its every prompt starts with (instructions, few-shot examples): the KV
+    prefix a prewarm computes before the unit is called (Hermes 3.4)."""
 
     kind: BackendKind
     model: str = ""
     lora_adapter: str = ""
     tool: str = ""
+    prompt_prefix: str = ""
 
     def validate(self, field: str) -> None:
         if self.kind is BackendKind.LLM:
@@ -58,6 +61,7 @@ class BackendSpec:
             require(bool(self.tool), f"{field}.tool", "is required for a tool unit")
             require(not self.model, f"{field}.model", "is only for an llm unit")
             require(not self.lora_adapter, f"{field}.lora_adapter", "is only for an llm unit")
+            require(not self.prompt_prefix, f"{field}.prompt_prefix", "is only for an llm unit")
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ The dict holds only strings, numbers, lists, dicts and None::
 
     {"name": "code_generation", "entry": "write_code", "max_recorded": 1000,
      "units": [{"name": "write_code",
-                "backend": {"kind": "llm", "model": "llama-2-7b", "lora_adapter": "", "tool": ""},
+                "backend": {"kind": "llm", "model": "llama-2-7b", "lora_adapter": "", "tool": "", "prompt_prefix": ""},
                 "next": {"run_tests": 1.0},
                 "records": [{"consumption": {...}, "upstream": null, "jump": "run_tests"}, ...]}, ...]}
 """
@@ -70,12 +70,13 @@ def graph_of(root: Mapping[str, object], units: Sequence[FunctionalUnit]) -> PDG
 
 
 def backend_to_dict(backend: BackendSpec) -> dict[str, str]:
-    return {"kind": backend.kind.value, "model": backend.model, "lora_adapter": backend.lora_adapter, "tool": backend.tool}
+    return {"kind": backend.kind.value, "model": backend.model, "lora_adapter": backend.lora_adapter, "tool": backend.tool,
+            "prompt_prefix": backend.prompt_prefix}
 
 
 def backend_from_dict(data: object, field: str) -> BackendSpec:
     backend = mapping(data, field)
-    no_unknown_keys(backend, {"kind", "model", "lora_adapter", "tool"}, field)
+    no_unknown_keys(backend, {"kind", "model", "lora_adapter", "tool", "prompt_prefix"}, field)
     kinds = {kind.value: kind for kind in BackendKind}
     kind = backend.get("kind")
     if kind not in kinds:
@@ -85,6 +86,7 @@ def backend_from_dict(data: object, field: str) -> BackendSpec:
         model=_optional_text(backend.get("model"), f"{field}.model"),
         lora_adapter=_optional_text(backend.get("lora_adapter"), f"{field}.lora_adapter"),
         tool=_optional_text(backend.get("tool"), f"{field}.tool"),
+        prompt_prefix=_optional_text(backend.get("prompt_prefix"), f"{field}.prompt_prefix"),
     )
     spec.validate(field)
     return spec

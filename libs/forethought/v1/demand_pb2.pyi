@@ -137,7 +137,7 @@ class WatchPrewarmResponse(_message.Message):
     def __init__(self, decision: _Optional[_Union[PrewarmDecision, _Mapping]] = ...) -> None: ...
 
 class PrewarmDecision(_message.Message):
-    __slots__ = ("application", "run_id", "step", "backend", "start_in_s", "current_step", "model", "lora_adapter", "tool", "selection_probability", "effectiveness", "warmup_s")
+    __slots__ = ("application", "run_id", "step", "backend", "start_in_s", "current_step", "model", "lora_adapter", "tool", "selection_probability", "effectiveness", "warmup_s", "prompt_prefix")
     APPLICATION_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
@@ -150,6 +150,7 @@ class PrewarmDecision(_message.Message):
     SELECTION_PROBABILITY_FIELD_NUMBER: _ClassVar[int]
     EFFECTIVENESS_FIELD_NUMBER: _ClassVar[int]
     WARMUP_S_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_PREFIX_FIELD_NUMBER: _ClassVar[int]
     application: str
     run_id: str
     step: str
@@ -162,4 +163,5 @@ class PrewarmDecision(_message.Message):
     selection_probability: float
     effectiveness: float
     warmup_s: float
-    def __init__(self, application: _Optional[str] = ..., run_id: _Optional[str] = ..., step: _Optional[str] = ..., backend: _Optional[str] = ..., start_in_s: _Optional[float] = ..., current_step: _Optional[str] = ..., model: _Optional[str] = ..., lora_adapter: _Optional[str] = ..., tool: _Optional[str] = ..., selection_probability: _Optional[float] = ..., effectiveness: _Optional[float] = ..., warmup_s: _Optional[float] = ...) -> None: ...
+    prompt_prefix: str
+    def __init__(self, application: _Optional[str] = ..., run_id: _Optional[str] = ..., step: _Optional[str] = ..., backend: _Optional[str] = ..., start_in_s: _Optional[float] = ..., current_step: _Optional[str] = ..., model: _Optional[str] = ..., lora_adapter: _Optional[str] = ..., tool: _Optional[str] = ..., selection_probability: _Optional[float] = ..., effectiveness: _Optional[float] = ..., warmup_s: _Optional[float] = ..., prompt_prefix: _Optional[str] = ...) -> None: ...

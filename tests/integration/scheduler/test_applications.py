@@ -200,3 +200,47 @@ def test_the_blocking_client_drives_a_run_and_names_refused_fields(mesh):
     assert [(item.step, item.state) for item in progress][-2:] == [("check", "DONE"), ("", "DONE")]
     assert progress[-1].finished and progress[-1].act_s == pytest.approx(finished.act_s)
 
+
+
+INSTRUCTIONS = ("You are a careful assistant that checks arithmetic claims. For each claim, restate it, compute "
+                "both sides step by step, and answer TRUE or FALSE on the last line. ") * 4 + "\n\n"
+PREFIXED = f"""
+name: prefixed
+profiling_runs: 50
+units:
+  draft:
+    backend: {{kind: llm, model: {MODEL}}}
+    next: {{verify: 1.0}}
+    profile: {{input_tokens: 64, output_tokens: 16}}
+  verify:
+    backend: {{kind: llm, model: {MODEL}, prompt_prefix: {INSTRUCTIONS!r}}}
+    profile: {{input_tokens: 200, output_tokens: 8}}
+"""
+
+
+def test_the_next_step_s_prompt_prefix_is_prefilled_on_a_worker_before_it_is_called(start_service):
+    """Eq. 3 fires while the draft runs; the verify step's instructions are prefilled on the worker, and
+    its request then hits that prefix: the worker counts a KV-prefix prewarm hit with its benefit."""
+    demand = start_service("demand", "--seed", "3", "--walks", "200", "--warmup-prefix-s", "30")
+    tokenizer = start_service("tokenizer")
+    worker_metrics = free_port()
+    worker(start_service, "w0", "20", "--metrics-port", str(worker_metrics))
+    port = free_port()
+    front = start_service("scheduler", "--registry-poll-s", "0.1", "--heartbeat-ttl-s", "2", "--demand-address",
+                          demand.address, "--tokenizer-address", tokenizer.address, "--metrics-port", str(port))
+    with grpc.insecure_channel(front.address) as channel, grpc.insecure_channel(demand.address) as demand_channel:
+        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        adopted(stub, 1)
+        demand_pb2_grpc.DemandServiceStub(demand_channel).RegisterApplication(
+            demand_pb2.RegisterApplicationRequest(application_file=PREFIXED), timeout=60)
+        run = stub.SubmitApplication(scheduler_pb2.SubmitApplicationRequest(application="prefixed"), timeout=30).run_id
+        list(stub.Generate(step_request("draft", run, "draft"), timeout=30))
+        wait_until(lambda: metric(port, "forethought_prewarms_sent_total", kind="kv_prefix", outcome="ready") >= 1,
+                   "the verify step's prefix prefilled on the worker")
+        verify = scheduler_pb2.GenerateRequest(model=MODEL, text=INSTRUCTIONS + "Claim: 17 * 3 = 51.", max_tokens=8,
+                                               application_id=run, step="verify")
+        replies = list(stub.Generate(verify, timeout=30))
+        assert stub.FinishApplication(scheduler_pb2.FinishApplicationRequest(run_id=run), timeout=30).learnt
+    assert replies[-1].usage.cached_prompt_tokens >= 64  # the instructions' blocks were already cached
+    assert metric(worker_metrics, "forethought_worker_prewarms_total", kind="kv_prefix", outcome="hit") == 1
+    assert metric(worker_metrics, "forethought_worker_prewarm_benefit_seconds_total", kind="kv_prefix") > 0

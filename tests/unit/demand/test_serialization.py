@@ -32,7 +32,7 @@ def test_a_graph_round_trips_through_json() -> None:
 def test_the_dict_holds_the_declared_prior_and_raw_records() -> None:
     unit = graph_to_dict(recorded_graph())["units"][1]
     assert unit["name"] == "test"
-    assert unit["backend"] == {"kind": "tool", "model": "", "lora_adapter": "", "tool": "python-sandbox"}
+    assert unit["backend"] == {"kind": "tool", "model": "", "lora_adapter": "", "tool": "python-sandbox", "prompt_prefix": ""}
     assert unit["next"] == {"end": 0.5, "fix": 0.5}
     assert unit["records"][0] == {
         "consumption": {"input_tokens": 0, "output_tokens": 0, "parallelism": 1, "tool_duration_s": 2.5},
@@ -100,3 +100,11 @@ def test_a_broken_dict_names_its_field(case) -> None:
     assert error.value.field == field
     if rule is not None:
         assert error.value.rule == rule
+
+
+def test_a_graph_stored_before_prompt_prefixes_existed_loads_with_none():
+    from forethought.demand.serialization import backend_from_dict
+
+    assert backend_from_dict({"kind": "llm", "model": "m", "lora_adapter": "", "tool": ""}, "backend").prompt_prefix == ""
+    with pytest.raises(InvalidField, match="prompt_prefix"):
+        backend_from_dict({"kind": "tool", "tool": "t", "prompt_prefix": "Answer briefly."}, "backend")

@@ -243,6 +243,7 @@ def decision_to_proto(report: RunReport, decision: PrewarmDecision, warmup_s: Ca
     return demand_pb2.PrewarmDecision(
         application=report.application, run_id=report.run_id, step=decision.unit, backend=backend_target(backend),
         start_in_s=0.0, current_step=report.position.unit if report.position else "", model=backend.model,
-        lora_adapter=backend.lora_adapter, tool=backend.tool, selection_probability=decision.selection_probability,
+        lora_adapter=backend.lora_adapter, tool=backend.tool, prompt_prefix=backend.prompt_prefix,
+        selection_probability=decision.selection_probability,
         effectiveness=decision.effectiveness, warmup_s=warmup_s(backend),
     )

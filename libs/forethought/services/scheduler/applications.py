@@ -21,7 +21,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from forethought.domain import EngineStats, InvalidField, require
 from forethought.rpc import convert
-from forethought.rpc.errors import AlreadyExists, FailedPrecondition, NotFound, Unavailable, invalid_argument_of
+from forethought.rpc.errors import AlreadyExists, FailedPrecondition, NotFound, ServiceError, Unavailable, invalid_argument_of
 from forethought.scheduling.application_runs import ApplicationRun, RunEvent, StepExecution, StepState
 from forethought.services.scheduler.pool import WorkerPool
 from forethought.telemetry.tracing import trace_metadata
@@ -248,14 +248,15 @@ class ApplicationRuns:
         RANK_UPDATES.inc(revised)
         return revised
 
-    async def prewarm_from_decisions(self, pool: WorkerPool, lora_root: str) -> None:
+    async def prewarm_from_decisions(self, pool: WorkerPool, lora_root: str,
+                                     tokenize: Callable[[str, str], Awaitable[list[int]]]) -> None:
         """Follows the demand service's prewarm decisions and sends each to a worker; returns when the
         stream ends (the caller reconnects)."""
         if self._demand is None:
             return
         stream = self._demand.WatchPrewarm(demand_pb2.WatchPrewarmRequest(), metadata=trace_metadata())
         async for reply in stream:
-            await send_prewarm(reply.decision, pool, lora_root)
+            await send_prewarm(reply.decision, pool, lora_root, tokenize)
 
     # ----- internals ----------------------------------------------------------------------------
 
@@ -347,12 +348,14 @@ def _ns(seconds: float) -> int:
     return int(seconds * 1e9)
 
 
-async def send_prewarm(decision: demand_pb2.PrewarmDecision, pool: WorkerPool, lora_root: str) -> None:
+async def send_prewarm(decision: demand_pb2.PrewarmDecision, pool: WorkerPool, lora_root: str,
+                       tokenize: Callable[[str, str], Awaitable[list[int]]]) -> None:
     """Sends one prewarm decision to the least-loaded worker that can act on it.
 
     A tool step warms its tool kind; an LLM step with an adapter loads the adapter (from
-    ``lora_root/<adapter>`` on the worker; skipped without a root); an LLM step on a model no worker
-    serves loads that model. A KV prefix is not warmed: a decision names the step, not its prompt.
+    ``lora_root/<adapter>`` on the worker; skipped without a root); an LLM step with a prompt prefix, on a
+    model a worker serves, prefills the prefix (``tokenize(model, text)`` gives its tokens); an LLM step
+    on a model no worker serves loads that model.
     """
     if decision.tool:
         request = worker_pb2.PrewarmRequest(kind=worker_pb2.PREWARM_KIND_TOOL, target=decision.tool)
@@ -366,6 +369,16 @@ async def send_prewarm(decision: demand_pb2.PrewarmDecision, pool: WorkerPool, l
             return
         request = worker_pb2.PrewarmRequest(kind=worker_pb2.PREWARM_KIND_LORA, target=decision.lora_adapter,
                                             model=decision.model, lora_path=f"{lora_root.rstrip('/')}/{decision.lora_adapter}")
+        workers = [worker for worker, record in pool.records.items() if record.model == decision.model]
+    elif decision.prompt_prefix and pool.serves(decision.model):
+        kind = "kv_prefix"
+        try:
+            prefix = await tokenize(decision.model, decision.prompt_prefix)
+        except ServiceError as error:
+            PREWARMS_SENT.labels(kind, "failed").inc()
+            log.warning("prewarm of the prefix of step %s: tokenizing failed: %s", decision.step, error)
+            return
+        request = worker_pb2.PrewarmRequest(kind=worker_pb2.PREWARM_KIND_KV_PREFIX, prefix_token_ids=prefix, model=decision.model)
         workers = [worker for worker, record in pool.records.items() if record.model == decision.model]
     else:
         kind = "model"

@@ -110,6 +110,10 @@ class PromptTokens:
             raise Unavailable(f"tokenizer failed: {error.details()}; retry") from error
         return list(tokenized.token_ids[0].ids)
 
+    async def of_text(self, model: str, text: str) -> list[int]:
+        """The tokens of ``text`` as ``model`` reads it."""
+        return await self.of(scheduler_pb2.GenerateRequest(model=model, text=text))
+
     def detokenizer(self, model: str) -> StreamDetokenizer | None:
         return StreamDetokenizer(self._tokenizer, model) if self._tokenizer is not None else None
 

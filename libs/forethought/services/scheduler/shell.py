@@ -141,6 +141,7 @@ class SchedulerShell:
         self._tasks: list[asyncio.Task[None]] = []
         self.placement: PlacementLoop | None = None
         self._applications: ApplicationRuns | None = None
+        self._prompt_tokens: PromptTokens | None = None
         self._forecasts: ForecastClient | None = None
 
     def register(self, server: grpc.aio.Server) -> None:
@@ -152,9 +153,10 @@ class SchedulerShell:
         demand = demand_pb2_grpc.DemandServiceStub(self._demand_channel) if self._demand_channel else None
         self._applications = ApplicationRuns(demand, self.placement.revise_application, self._settings.demand_timeout_s,
                                              self._settings.run_idle_ttl_s)
+        self._prompt_tokens = PromptTokens(tokenizer, self._settings.tokenizer_timeout_s)
         servicer = SchedulerServicer(
             self._pool, self._registry, self.placement, self._forecasts,
-            PromptTokens(tokenizer, self._settings.tokenizer_timeout_s), self._applications,
+            self._prompt_tokens, self._applications,
             self._settings.block_size, self._settings.heartbeat_ttl_s, self._settings.resume_streams, self._settings.max_resumes,
         )
         gated = servicer if self._tenants is None else TenantGate(servicer, self._tenants, QuotaLedger(time.monotonic))
@@ -209,7 +211,8 @@ class SchedulerShell:
     async def _follow_prewarms(self) -> None:
         """Sends prewarm decisions until the stream ends; the caller reconnects a second later."""
         assert self._applications is not None
-        await self._applications.prewarm_from_decisions(self._pool, self._settings.lora_root)
+        assert self._prompt_tokens is not None
+        await self._applications.prewarm_from_decisions(self._pool, self._settings.lora_root, self._prompt_tokens.of_text)
 
     async def _sweep(self) -> None:
         dead = await self._index.sweep_dead_workers()
