@@ -16,7 +16,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 from forethought.cluster.registry import WorkerRecord, WorkerRegistry
-from forethought.planner.job_file import job_file_from_dict
+from forethought.planner.job_file import job_file_from_dict, load_job_file
 from forethought.services.planner.servicer import job_to_proto
 from forethought.v1 import planner_pb2, planner_pb2_grpc, worker_pb2, worker_pb2_grpc
 
@@ -58,11 +58,9 @@ def last_status(stub, job_id: str, timeout_s: float = 120) -> planner_pb2.Status
     return statuses[-1]
 
 
-def test_a_chain_summary_runs_to_its_end_with_each_summary_forwarded(repo, tmp_path, start_service, workers, store):
+def test_a_chain_summary_runs_to_its_end_with_each_summary_forwarded(repo, start_service, workers, store):
     planner = start_service("planner")
-    job = chain_job([[200, 150, 100], [180, 120]])
-    path = tmp_path / "chain.json"
-    path.write_text(json.dumps(job))
+    path = repo / "examples/jobs/chain_summary_small.yaml"
     done = subprocess.run([sys.executable, "-m", "forethought.cli", "run", str(path), "--planner", planner.address,
                            "--job-id", "chain-1"], cwd=repo, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
@@ -71,7 +69,7 @@ def test_a_chain_summary_runs_to_its_end_with_each_summary_forwarded(repo, tmp_p
     assert lines[-1].startswith("job chain-1: done, 9/9 requests in ")
     assert [line.split()[0] for line in lines[2:-1]] == ["1", "2"]  # one row a stage, under the header
 
-    job_file = job_file_from_dict(job, "chain")
+    job_file = load_job_file(path)
     outputs = {key: json.loads(value) for key, value in store("chain-1", "outputs").items()}
     assert set(outputs) == {r.request_id for r in job_file.job.requests}
     for request in job_file.job.requests:
