@@ -2,7 +2,8 @@
 at that address answers SERVING on the standard gRPC health service, 1 otherwise.
 
 Compose health checks run it inside each service's container; the images carry no ``grpc_health_probe``
-binary, and the package already has the health client.
+binary, and the package already has the health client. ``--tls-ca`` probes a TLS service, and
+``--tls-cert``/``--tls-key`` show a certificate to one that requires it (docs/access.md).
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from pathlib import Path
 
-from forethought.rpc.channels import check_health, open_channel
+from forethought.rpc.channels import ChannelTls, check_health, open_channel
 
 
-async def probe(address: str, service: str = "", timeout_s: float = 2.0) -> str:
+async def probe(address: str, service: str = "", timeout_s: float = 2.0, tls: ChannelTls | None = None) -> str:
     """The health status name of ``address`` (SERVING, NOT_SERVING, ..., UNREACHABLE)."""
-    async with open_channel(address, traced=False) as channel:
+    async with open_channel(address, traced=False, tls=tls) as channel:
         return await check_health(channel, service, timeout_s)
 
 
@@ -25,8 +27,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("address", help="host:port of the gRPC service")
     parser.add_argument("--service", default="", help="health service name; empty = the whole server")
     parser.add_argument("--timeout-s", type=float, default=2.0, help="seconds the health call may take")
+    parser.add_argument("--tls-ca", default="", help="PEM root certificates: probe over TLS")
+    parser.add_argument("--tls-cert", default="", help="PEM certificate to show a service that requires one (with --tls-key)")
+    parser.add_argument("--tls-key", default="", help="PEM private key of --tls-cert")
     args = parser.parse_args(argv)
-    status = asyncio.run(probe(args.address, args.service, args.timeout_s))
+    own = (Path(args.tls_key).read_bytes(), Path(args.tls_cert).read_bytes()) if args.tls_cert else (None, None)
+    tls = ChannelTls(Path(args.tls_ca).read_bytes(), *own) if args.tls_ca else None
+    status = asyncio.run(probe(args.address, args.service, args.timeout_s, tls))
     print(f"{args.address} {status}")
     return 0 if status == "SERVING" else 1
 

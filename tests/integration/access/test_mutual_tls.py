@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -47,6 +48,11 @@ def test_only_a_caller_with_the_mesh_certificate_reaches_the_worker(launcher: La
     with grpc.secure_channel(worker.address, mesh_credential) as channel:
         status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5).status
     assert status == health_pb2.HealthCheckResponse.SERVING
+    probe = [sys.executable, "-m", "forethought.rpc.probe", worker.address, "--tls-ca", str(mesh_certs / "ca.pem")]
+    assert subprocess.run(probe, capture_output=True, timeout=30).returncode == 1  # no certificate shown
+    shown = subprocess.run([*probe, "--tls-cert", str(mesh_certs / "mesh.pem"), "--tls-key", str(mesh_certs / "mesh-key.pem")],
+                           capture_output=True, text=True, timeout=30)
+    assert shown.returncode == 0 and "SERVING" in shown.stdout
 
     async def complete() -> int:
         async with AsyncForethoughtClient(scheduler.address, root_certs=ca, timeout_s=30) as client:
