@@ -33,6 +33,7 @@ from forethought.planner.running import (
     max_tokens_of,
     prompt_token_ids,
 )
+from forethought.rpc.channels import ChannelTls, open_channel
 from forethought.services.planner.job_store import JobStore, RunRecord, StoredJob
 from forethought.v1 import worker_pb2, worker_pb2_grpc
 
@@ -46,14 +47,15 @@ class JobRunner:
 
     def __init__(self, store: JobStore, registry: WorkerRegistry, stored: StoredJob, run: JobRun, record: RunRecord,
                  outputs: dict[str, list[int]], replan: Callable[[JobRun], JobRun] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 tls: ChannelTls | None = None, clock: Callable[[], float] = time.time) -> None:
         """``replan``: searches the stages left again when the run deviates from its plan (None: only the
-        next stage is adjusted)."""
+        next stage is adjusted); ``tls``: how the workers are called (None: plaintext)."""
         self._store = store
         self._registry = registry
         self._stored = stored
         self._job_id = stored.job_id
         self._replan = replan
+        self._tls = tls
         self._run = run
         self._record = record
         self._outputs = outputs
@@ -212,5 +214,5 @@ class JobRunner:
     def _stub(self, record: WorkerRecord) -> worker_pb2_grpc.WorkerServiceStub:
         channel = self._channels.get(record.address)
         if channel is None:
-            channel = self._channels[record.address] = grpc.aio.insecure_channel(record.address)
+            channel = self._channels[record.address] = open_channel(record.address, tls=self._tls)
         return worker_pb2_grpc.WorkerServiceStub(channel)

@@ -33,6 +33,7 @@ from forethought.planner import (
 from forethought.planner.job import validate_job
 from forethought.planner.job_file import HARDWARE, JobFile, JobPlans, LengthSource, plan_job, resolve_cdfs
 from forethought.planner.running import JobRun
+from forethought.rpc.channels import ChannelTls
 from forethought.rpc.errors import AlreadyExists, FailedPrecondition, NotFound, ServiceError
 from forethought.services.planner.job_store import STATES, JobStore, StoredJob, stage_to_proto
 from forethought.services.planner.runner import JobRunner
@@ -138,12 +139,13 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
     """
 
     def __init__(self, castillo: CastilloLoader | None, timeout_s: float, store: JobStore, registry: WorkerRegistry,
-                 concurrency: int = 1, clock: Callable[[], float] = time.time) -> None:
+                 concurrency: int = 1, tls: ChannelTls | None = None, clock: Callable[[], float] = time.time) -> None:
         self._castillo = castillo
         self._timeout_s = timeout_s
         self._slots = asyncio.Semaphore(concurrency)
         self._store = store
         self._registry = registry
+        self._tls = tls
         self._clock = clock
         self._runs: dict[str, asyncio.Task[None]] = {}
 
@@ -197,7 +199,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         record.max_tokens, record.max_prompt_tokens = request.max_tokens, request.max_prompt_tokens
         await self._store.save(stored.job_id, record)
         replan = await asyncio.to_thread(self._replanner, stored, job) if request.replan else None
-        runner = JobRunner(self._store, self._registry, stored, run, record, outputs, replan, self._clock)
+        runner = JobRunner(self._store, self._registry, stored, run, record, outputs, replan, self._tls, self._clock)
         self._runs[stored.job_id] = asyncio.create_task(runner.run(), name=f"job-{stored.job_id}")
         log.info("running %s: %d of %d requests finished before", stored.job_id, finished, len(job.requests))
         return planner_pb2.RunResponse(job_id=stored.job_id, state=planner_pb2.JOB_STATE_RUNNING,

@@ -20,6 +20,7 @@ from forethought.cluster.registry import WorkerRegistry
 from forethought.config import ConfigError, ServiceSettings, option
 from forethought.planner import OutputLengthCDF, load_castillo
 from forethought.planner.lengths import castillo_path
+from forethought.rpc.channels import channel_tls_of
 from forethought.rpc.errors import FailedPrecondition
 from forethought.rpc.server import ServiceSpec
 from forethought.services.planner.job_store import JobStore
@@ -66,7 +67,8 @@ class PlannerShell:
         self._redis = aioredis.from_url(settings.redis_url)
         self.servicer = PlannerServicer(castillo_loader(settings.data_dir), settings.plan_timeout_s,
                                         JobStore(self._redis, settings.namespace),
-                                        WorkerRegistry(self._redis, settings.namespace), settings.max_concurrent_plans)
+                                        WorkerRegistry(self._redis, settings.namespace), settings.max_concurrent_plans,
+                                        channel_tls_of(settings))
 
     def register(self, server: grpc.aio.Server) -> None:
         planner_pb2_grpc.add_PlannerServiceServicer_to_server(self.servicer, server)
