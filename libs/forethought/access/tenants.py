@@ -110,6 +110,7 @@ def _tenant_of(entry: Mapping[str, object], where: str) -> tuple[Tenant, Sequenc
     limits = {key: _limit(entry.get(key, 0), f"{where}.{key}") for key in QUOTA_FIELDS}
     for key in ("tokens_per_min", "max_streams"):
         require(float(limits[key]).is_integer(), f"{where}.{key}", "must be a whole number")
+    require(limits["burst"] == 0 or limits["burst"] >= 1, f"{where}.burst", "must be 0 (the default) or >= 1: a request takes one")
     quota = Quota(float(limits["requests_per_s"]), float(limits["burst"]), int(limits["tokens_per_min"]),
                   int(limits["max_streams"]))
     return Tenant(name, quota), hashes

@@ -46,11 +46,13 @@ def test_new_tokens_differ_and_hash_to_hex() -> None:
     (document(requests_per_s=-1), "tenants[0].requests_per_s", ">= 0"),
     (document(requests_per_s=True), "tenants[0].requests_per_s", ">= 0"),
     (document(max_streams=1.5), "tenants[0].max_streams", "whole number"),
+    (document(burst=0.5), "tenants[0].burst", ">= 1"),
     (document(quota=3), "tenants[0]", "unknown keys ['quota']"),
     ({"tenants": [document()["tenants"][0], document()["tenants"][0]]}, "tenants[1].name", "declared twice"),  # type: ignore[index]
     ({"tenants": [document()["tenants"][0], {"name": "c", "token_sha256": token_hash(TOKEN_A)}]},  # type: ignore[index]
      "tenants[1].token_sha256", "already belongs to 'team-a'"),
-], ids=["not-a-list", "not-a-mapping", "name", "no-hash", "uppercase-hash", "negative", "bool", "fraction", "unknown-key",
+], ids=["not-a-list", "not-a-mapping", "name", "no-hash", "uppercase-hash", "negative", "bool", "fraction", "burst-below-one",
+        "unknown-key",
         "twice", "shared-token"])
 def test_a_broken_document_names_the_entry_and_rule(bad: object, field: str, rule: str) -> None:
     with pytest.raises(InvalidField) as raised:
