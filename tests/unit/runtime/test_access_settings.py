@@ -36,9 +36,11 @@ def test_a_whole_tls_setting_is_accepted(pem: str) -> None:
     assert settings.tls_client_ca == pem
 
 
-def test_fair_share_needs_tenants(tmp_path: Path) -> None:
+def test_fair_share_and_shared_quotas_need_tenants(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--fair-share.*needs --tenants-file"):
         SchedulerSettings(fair_share=True)
+    with pytest.raises(ConfigError, match="--shared-quotas.*needs --tenants-file"):
+        SchedulerSettings(shared_quotas=True)
     tenants = tmp_path / "tenants.yaml"
     tenants.write_text(yaml.safe_dump({"tenants": [{"name": "a", "token_sha256": token_hash("t")}]}))
     settings = SchedulerSettings(fair_share=True, tenants_file=str(tenants))

@@ -38,6 +38,7 @@ from forethought.services.scheduler.placement import PlacementLoop
 from forethought.services.scheduler.pool import WorkerPool
 from forethought.services.scheduler.requests import PromptTokens
 from forethought.services.scheduler.servicer import SchedulerServicer
+from forethought.services.scheduler.shared_rates import SharedRates
 from forethought.services.scheduler.tenancy import TenantGate
 from forethought.v1 import demand_pb2_grpc, scheduler_pb2_grpc, tokenizer_pb2_grpc
 
@@ -74,6 +75,8 @@ class Settings(ServiceSettings):
                                    "empty = open access, no tokens")
     fair_share: bool = option(False, "share each model's queue fairly between tenants (VTC: least-served tenant first, "
                                      "--policy within a tenant); needs --tenants-file")
+    shared_quotas: bool = option(False, "keep tenants' requests/s and tokens/min in Redis, shared by every scheduler replica "
+                                        "(open streams stay per replica); needs --tenants-file")
 
     def validate(self) -> None:
         super().validate()
@@ -95,8 +98,10 @@ class Settings(ServiceSettings):
             raise ConfigError("aging_rate", "must be >= 0", self.aging_rate)
         if self.tenants_file:
             self.tenants()
-        elif self.fair_share:
-            raise ConfigError("fair_share", "needs --tenants-file (without tenants every request is one tenant's)", True)
+        else:
+            for name in ("fair_share", "shared_quotas"):
+                if getattr(self, name):
+                    raise ConfigError(name, "needs --tenants-file (without tenants there is no tenant to share by)", True)
 
     def tenants(self) -> TenantBook | None:
         """The tenants of ``--tenants-file``; None when it is unset (open access)."""
@@ -159,7 +164,9 @@ class SchedulerShell:
             self._prompt_tokens, self._applications,
             self._settings.block_size, self._settings.heartbeat_ttl_s, self._settings.resume_streams, self._settings.max_resumes,
         )
-        gated = servicer if self._tenants is None else TenantGate(servicer, self._tenants, QuotaLedger(time.monotonic))
+        shared = SharedRates(self._redis, self._settings.namespace) if self._settings.shared_quotas else None
+        gated = (servicer if self._tenants is None
+                 else TenantGate(servicer, self._tenants, QuotaLedger(time.monotonic), shared))
         scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(gated, server)
 
     def interceptors(self) -> list[grpc.aio.ServerInterceptor]:

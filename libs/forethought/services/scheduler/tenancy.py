@@ -7,15 +7,18 @@ scoped by tenant: the scheduler and the workers know a request as ``<tenant>/<id
 ``<id>``; so ``Cancel`` reaches only the caller's own requests (another tenant's id is simply unknown),
 and two tenants may use the same id. The other RPCs pass through. Quota state is this replica's, in
 memory (docs/access.md). The caller's tenant name is ``CALLER_TENANT`` while its ``Generate`` runs, for
-the queue's fair share.
+the queue's fair share. With ``SharedRates`` the requests/s and tokens/min buckets are shared by every
+replica in Redis, and this replica's ledger counts only open streams.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from contextvars import ContextVar
+from dataclasses import replace
 from typing import Any
 
 import grpc
@@ -23,6 +26,7 @@ import grpc
 from forethought.access import QuotaExceeded, QuotaLedger, Tenant, TenantBook
 from forethought.rpc.access import bearer_token
 from forethought.rpc.errors import ResourceExhausted, Unauthenticated
+from forethought.services.scheduler.shared_rates import SharedRates
 from forethought.v1 import scheduler_pb2
 
 CALLER_TENANT: ContextVar[str] = ContextVar("caller_tenant", default="")
@@ -37,10 +41,12 @@ def scoped_id(tenant: Tenant, request_id: str) -> str:
 class TenantGate:
     """``SchedulerService`` with the caller's tenant and quotas applied; ``inner`` serves the calls."""
 
-    def __init__(self, inner: Any, book: TenantBook, ledger: QuotaLedger) -> None:
+    def __init__(self, inner: Any, book: TenantBook, ledger: QuotaLedger, shared: SharedRates | None = None) -> None:
         self._inner = inner
         self._book = book
         self._ledger = ledger
+        self._shared = shared
+        self._charges: set[asyncio.Task[None]] = set()  # shared token charges under way
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)  # the RPCs without tenant rules
@@ -50,10 +56,7 @@ class TenantGate:
         tenant = self._tenant(context)
         own_id = request.request_id or uuid.uuid4().hex
         request.request_id = scoped_id(tenant, own_id)
-        try:
-            self._ledger.admit(tenant)
-        except QuotaExceeded as error:
-            raise ResourceExhausted(str(error), error.retry_after_s) from error
+        local = await self._admit(tenant)
         CALLER_TENANT.set(tenant.name)
         used = 0
         try:
@@ -65,7 +68,30 @@ class TenantGate:
                         used = reply.usage.prompt_tokens + reply.usage.output_tokens
                     yield reply
         finally:
-            self._ledger.finish(tenant, used)
+            self._ledger.finish(local, used)
+            if self._shared is not None and used:
+                # a task: the stream may be closing on a cancellation, where an await would not run
+                charge = asyncio.create_task(self._shared.charge(tenant, used))
+                self._charges.add(charge)
+                charge.add_done_callback(self._charges.discard)
+
+    async def _admit(self, tenant: Tenant) -> Tenant:
+        """Counts a request against the tenant's limits; returns the tenant as this replica's ledger knows it
+        (only its streams when the rates are shared)."""
+        local = tenant
+        if self._shared is not None:
+            local = replace(tenant, quota=replace(tenant.quota, requests_per_s=0.0, tokens_per_min=0))
+        try:
+            self._ledger.admit(local)
+            if self._shared is not None:
+                try:
+                    await self._shared.admit(tenant)
+                except QuotaExceeded:
+                    self._ledger.finish(local, 0)  # the stream it counted does not open
+                    raise
+        except QuotaExceeded as error:
+            raise ResourceExhausted(str(error), error.retry_after_s) from error
+        return local
 
     async def Cancel(self, request: scheduler_pb2.CancelRequest,
                      context: grpc.aio.ServicerContext) -> scheduler_pb2.CancelResponse:
