@@ -17,15 +17,12 @@ import grpc
 from tqdm import tqdm
 
 from forethought.cache import UP_STATE_FILE
+from forethought.client import ClientError
+from forethought.client.jobs import AsyncJobClient, JobProgress
 from forethought.domain import InvalidField
 from forethought.planner.job_file import load_job_file
-from forethought.rpc.channels import open_channel
-from forethought.services.planner.servicer import job_to_proto
-from forethought.v1 import planner_pb2, planner_pb2_grpc
 
 DEFAULT_PLANNER = "127.0.0.1:50055"
-STATE_NAMES = {planner_pb2.JOB_STATE_PLANNED: "planned", planner_pb2.JOB_STATE_RUNNING: "running",
-               planner_pb2.JOB_STATE_DONE: "done", planner_pb2.JOB_STATE_FAILED: "failed"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,67 +58,54 @@ async def run(args: argparse.Namespace) -> int:
     except InvalidField as error:
         print(f"forethought run: {args.job}: {error.field}: {error.rule}", file=sys.stderr)
         return 2
-    async with open_channel(planner_address(args.planner)) as channel:
-        stub = planner_pb2_grpc.PlannerServiceStub(channel)
-        job_id = args.job_id if args.job_id and await _planned(stub, args.job_id) else ""
+    async with AsyncJobClient(planner_address(args.planner), timeout_s=args.timeout) as jobs:
+        job_id = args.job_id if args.job_id and await jobs.planned(args.job_id) else ""
         if not job_id:
-            plan = await stub.Plan(planner_pb2.PlanRequest(
-                job_id=args.job_id, job=job_to_proto(job_file), seed=job_file.seed, no_preemption=args.no_preemption,
-                skip_baselines=True), timeout=args.timeout)
+            plan = await jobs.plan(job_file, job_id=args.job_id, preemption=not args.no_preemption)
             job_id = plan.job_id
-            print(f"planned {job_id}: {len(plan.stages)} stages, {plan.requests} requests, estimated "
+            print(f"planned {job_id}: {plan.stages} stages, {plan.requests} requests, estimated "
                   f"{plan.estimated_makespan_s:.1f} s (searched in {plan.search_s:.2f} s)", flush=True)
-        started = await stub.Run(planner_pb2.RunRequest(job_id=job_id, max_tokens=args.max_tokens, replan=args.replan,
-                                                        max_prompt_tokens=args.max_prompt_tokens), timeout=60)
-        if started.state == planner_pb2.JOB_STATE_DONE:
+        started = await jobs.run(job_id, max_tokens=args.max_tokens, max_prompt_tokens=args.max_prompt_tokens,
+                                 replan=args.replan)
+        if started.state == "DONE":
             print(f"job {job_id} was done already", flush=True)
         elif started.finished_requests:
             print(f"resuming {job_id}: {started.finished_requests} requests finished before", flush=True)
         try:
-            last = await follow(stub, job_id, args.interval)
-        except grpc.aio.AioRpcError as error:
-            print(f"forethought run: lost the planner ({error.code().name}); job {job_id} is kept in Redis: "
+            last = await follow(jobs, job_id, args.interval)
+        except ClientError as error:
+            print(f"forethought run: lost the planner ({error.code.name}); job {job_id} is kept in Redis: "
                   f"`forethought run {args.job} --job-id {job_id}` resumes it", file=sys.stderr)
             return 1
     print(stage_table(last))
-    if last.state != planner_pb2.JOB_STATE_DONE:
-        print(f"forethought run: job {job_id} {STATE_NAMES.get(last.state, 'ended')}: {last.error}", file=sys.stderr)
+    if last.state != "DONE":
+        print(f"forethought run: job {job_id} {last.state.lower()}: {last.error}", file=sys.stderr)
         return 1
     return 0
 
 
-async def _planned(stub: planner_pb2_grpc.PlannerServiceStub, job_id: str) -> bool:
-    try:
-        async for _ in stub.Status(planner_pb2.StatusRequest(job_id=job_id), timeout=30):
-            return True
-    except grpc.aio.AioRpcError as error:
-        if error.code() == grpc.StatusCode.NOT_FOUND:
-            return False
-        raise
-    return False
-
-
-async def follow(stub: planner_pb2_grpc.PlannerServiceStub, job_id: str, interval: float) -> planner_pb2.StatusResponse:
-    """Shows the job's progress as a bar until it ends; returns its last status."""
-    last = planner_pb2.StatusResponse(job_id=job_id)
+async def follow(jobs: AsyncJobClient, job_id: str, interval: float) -> JobProgress:
+    """Shows the job's progress as a bar until it ends; returns its last reading."""
+    last: JobProgress | None = None
     with tqdm(desc=job_id, unit="req", dynamic_ncols=True) as bar:
-        async for status in stub.Status(planner_pb2.StatusRequest(job_id=job_id, interval_s=interval)):
-            bar.total = status.total_requests
-            bar.update(status.finished_requests - bar.n)
-            models = ", ".join(f"{p.model} {p.replicas}x{p.gpus}" for p in status.running)
-            bar.set_postfix_str(f"stage {status.stage}/{status.stage_count} [{models}] plan ETA "
-                                f"{status.estimated_remaining_s:.0f} s")
-            last = status
+        async for progress in jobs.status(job_id, interval_s=interval):
+            bar.total = progress.total_requests
+            bar.update(progress.finished_requests - bar.n)
+            bar.set_postfix_str(f"stage {progress.stage}/{progress.stage_count} [{', '.join(progress.running)}] plan ETA "
+                                f"{progress.estimated_remaining_s:.0f} s")
+            last = progress
+    if last is None:
+        raise ClientError(grpc.StatusCode.UNAVAILABLE, f"the planner sent no status of job {job_id}")
     return last
 
 
-def stage_table(status: planner_pb2.StatusResponse) -> str:
+def stage_table(progress: JobProgress) -> str:
     """Each stage reached: the plan's estimate beside the time it took."""
     lines = [f"{'stage':>5} {'est_s':>9} {'actual_s':>9}"]
-    lines += [f"{row.stage:>5} {row.estimated_s:>9.1f} {row.actual_s:>9.1f}" for row in status.stage_times]
-    estimated = sum(row.estimated_s for row in status.stage_times)
-    lines.append(f"job {status.job_id}: {STATE_NAMES.get(status.state, 'unknown')}, {status.finished_requests}/"
-                 f"{status.total_requests} requests in {status.elapsed_s:.1f} s (the plan estimated {estimated:.1f} s)")
+    lines += [f"{row.stage:>5} {row.estimated_s:>9.1f} {row.actual_s:>9.1f}" for row in progress.stage_times]
+    estimated = sum(row.estimated_s for row in progress.stage_times)
+    lines.append(f"job {progress.job_id}: {progress.state.lower()}, {progress.finished_requests}/"
+                 f"{progress.total_requests} requests in {progress.elapsed_s:.1f} s (the plan estimated {estimated:.1f} s)")
     return "\n".join(lines)
 
 
@@ -129,6 +113,6 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
         return asyncio.run(run(args))
-    except grpc.aio.AioRpcError as error:
-        print(f"forethought run: {error.code().name}: {error.details()}", file=sys.stderr)
+    except ClientError as error:
+        print(f"forethought run: {error}", file=sys.stderr)
         return 1

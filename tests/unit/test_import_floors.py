@@ -19,8 +19,9 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("costmodel", "scheduling", "models", "predict", "rpc"),
     ("backends", "sim", "demand"),
     ("prewarm", "planner", "appsim"),
-    ("services", "client"),
-    ("launcher", "application_runner", "planner_runner"),
+    ("services",),
+    ("launcher", "client"),
+    ("application_runner", "planner_runner"),
     ("cli",),
 )
 FLOOR_OF = {unit: level for level, units in enumerate(FLOORS) for unit in units}

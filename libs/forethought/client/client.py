@@ -10,15 +10,15 @@ the same.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import grpc
 
+from forethought.client.blocking import BlockingClient, blocking, blocking_stream
 from forethought.client.requests import Chat, ServiceLevelObjective, generate_request, unix_seconds
 from forethought.client.results import ApplicationRun, Chunk, ClientError, Completion, FinishedRun, RunProgress, Worker
 from forethought.client.retry import RetryPolicy, retry_delay
@@ -187,79 +187,21 @@ class AsyncForethoughtClient:
         return None if ends is None else max(0.0, ends - self._clock())
 
 
-def _blocking(method: Callable[Concatenate[AsyncForethoughtClient, P], Coroutine[Any, Any, T]]
-              ) -> Callable[Concatenate[ForethoughtClient, P], T]:
-    """A method of the async client, as a blocking method of ``ForethoughtClient``."""
-
-    def call(self: ForethoughtClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return self._run(method(self._client, *args, **kwargs))
-
-    call.__doc__ = method.__doc__
-    return call
-
-
-def _blocking_stream(method: Callable[Concatenate[AsyncForethoughtClient, P], AsyncIterator[T]]
-                     ) -> Callable[Concatenate[ForethoughtClient, P], Iterator[T]]:
-    """An async generator method of the async client, as a blocking iterator of ``ForethoughtClient``."""
-
-    def call(self: ForethoughtClient, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
-        stream = method(self._client, *args, **kwargs)
-
-        async def next_item() -> T:
-            return await anext(stream)
-
-        try:
-            while True:
-                try:
-                    yield self._run(next_item())
-                except StopAsyncIteration:
-                    return
-        finally:
-            self._run(stream.aclose())  # type: ignore[attr-defined]  # an async generator: stops the call
-
-    call.__doc__ = method.__doc__
-    return call
-
-
-class ForethoughtClient:
+class ForethoughtClient(BlockingClient):
     """The scheduler's API for blocking code, with the async client's methods and rules; use it as
     ``with ForethoughtClient(address) as client`` (arguments as ``AsyncForethoughtClient``)."""
 
     def __init__(self, address: str, *, timeout_s: float | None = 120.0, retry: RetryPolicy = DEFAULT_RETRY,
                  token: str | None = None, root_certs: bytes | None = None,
                  client_cert: tuple[bytes, bytes] | None = None) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="forethought-client", daemon=True)
-        self._thread.start()
+        super().__init__(lambda: AsyncForethoughtClient(address, timeout_s=timeout_s, retry=retry, token=token,
+                                                        root_certs=root_certs, client_cert=client_cert))
 
-        async def create() -> AsyncForethoughtClient:  # the channel belongs to the loop it is made in
-            return AsyncForethoughtClient(address, timeout_s=timeout_s, retry=retry, token=token, root_certs=root_certs,
-                                          client_cert=client_cert)
-
-        self._client = self._run(create())
-
-    def __enter__(self) -> ForethoughtClient:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self._loop.is_closed():
-            return
-        self._run(self._client.close())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
-        self._loop.close()
-
-    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
-
-    generate = _blocking_stream(AsyncForethoughtClient.generate)
-    complete = _blocking(AsyncForethoughtClient.complete)
-    cancel = _blocking(AsyncForethoughtClient.cancel)
-    list_workers = _blocking(AsyncForethoughtClient.list_workers)
-    submit_application = _blocking(AsyncForethoughtClient.submit_application)
-    report_step = _blocking(AsyncForethoughtClient.report_step)
-    finish_application = _blocking(AsyncForethoughtClient.finish_application)
-    watch_application = _blocking_stream(AsyncForethoughtClient.watch_application)
+    generate = blocking_stream(AsyncForethoughtClient.generate)
+    complete = blocking(AsyncForethoughtClient.complete)
+    cancel = blocking(AsyncForethoughtClient.cancel)
+    list_workers = blocking(AsyncForethoughtClient.list_workers)
+    submit_application = blocking(AsyncForethoughtClient.submit_application)
+    report_step = blocking(AsyncForethoughtClient.report_step)
+    finish_application = blocking(AsyncForethoughtClient.finish_application)
+    watch_application = blocking_stream(AsyncForethoughtClient.watch_application)

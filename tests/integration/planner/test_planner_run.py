@@ -241,3 +241,20 @@ def test_models_finishing_out_of_plan_are_adjusted_or_replanned(start_service, w
     else:  # stage 2 (big alone) was passed over; small ran on to its end, in the last stage's time
         assert list(stored.stages) == list(planned.stages)
         assert [row.stage for row in status.stage_times] == [1, 2] and status.stage_times[1].actual_s > 0
+
+
+def test_the_blocking_job_client_plans_runs_and_follows_a_job_file(repo, start_service, workers):
+    from forethought.client import ClientError
+    from forethought.client.jobs import JobClient
+
+    planner = start_service("planner")
+    with JobClient(planner.address, timeout_s=120) as jobs:
+        finished = jobs.run_file(repo / "examples/jobs/chain_summary_small.yaml", job_id="client-1")
+        assert (finished.job_id, finished.state, finished.finished_requests, finished.total_requests) == ("client-1", "DONE", 9, 9)
+        assert [row.stage for row in finished.stage_times] == [1, 2] and finished.finished
+        again = jobs.run_file(repo / "examples/jobs/chain_summary_small.yaml", job_id="client-1")  # planned: not replanned
+        assert again.state == "DONE" and again.finished_requests == 9
+        assert [progress.state for progress in jobs.status("client-1")][-1] == "DONE"
+        with pytest.raises(ClientError) as refused:
+            jobs.run("no-such-job")
+    assert refused.value.code == grpc.StatusCode.NOT_FOUND

@@ -1,0 +1,182 @@
+"""``AsyncJobClient`` and ``JobClient``: the planner's API (SamuLLM batch jobs) as typed Python calls.
+
+A job file (docs/planner.md) is planned into stages, run on the mesh's workers, and followed as it goes;
+a job's state is kept in Redis, so ``run`` of a job planned before resumes it without redoing finished
+requests. Channels, tokens and TLS are as ``AsyncForethoughtClient``'s (docs/client.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from forethought.client.blocking import BlockingClient, blocking, blocking_stream
+from forethought.client.results import ClientError
+from forethought.planner.job_file import JobFile, load_job_file
+from forethought.rpc.access import bearer_metadata
+from forethought.rpc.channels import ChannelTls, open_channel
+from forethought.services.planner.servicer import job_to_proto
+from forethought.telemetry.tracing import trace_metadata
+from forethought.v1 import planner_pb2, planner_pb2_grpc
+
+STATES = {planner_pb2.JOB_STATE_PLANNED: "PLANNED", planner_pb2.JOB_STATE_RUNNING: "RUNNING",
+          planner_pb2.JOB_STATE_DONE: "DONE", planner_pb2.JOB_STATE_FAILED: "FAILED"}
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """A planned job: its id, its stages, and the plan's estimate."""
+
+    job_id: str
+    stages: int
+    requests: int
+    estimated_makespan_s: float
+    search_s: float
+
+
+@dataclass(frozen=True)
+class StageTime:
+    stage: int  # 1-based
+    estimated_s: float
+    actual_s: float
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    """One reading of a running job: its state (PLANNED, RUNNING, DONE or FAILED), requests finished,
+    the stage it is in, the plan's estimate of what is left, each stage's time so far, and its error."""
+
+    job_id: str
+    state: str
+    finished_requests: int
+    total_requests: int
+    elapsed_s: float
+    estimated_remaining_s: float
+    stage: int
+    stage_count: int
+    running: tuple[str, ...]  # "<model> <replicas>x<gpus>" loaded on workers now
+    stage_times: tuple[StageTime, ...]
+    error: str
+
+    @property
+    def finished(self) -> bool:
+        return self.state in ("DONE", "FAILED")
+
+    @classmethod
+    def of(cls, reply: planner_pb2.StatusResponse) -> JobProgress:
+        return cls(
+            reply.job_id, STATES.get(reply.state, "UNKNOWN"), reply.finished_requests, reply.total_requests,
+            reply.elapsed_s, reply.estimated_remaining_s, reply.stage, reply.stage_count,
+            tuple(f"{placed.model} {placed.replicas}x{placed.gpus}" for placed in reply.running),
+            tuple(StageTime(row.stage, row.estimated_s, row.actual_s) for row in reply.stage_times), reply.error,
+        )
+
+
+class AsyncJobClient:
+    """The planner's API for asyncio code; ``async with AsyncJobClient(address) as jobs``.
+
+    Args:
+        address: the planner's host:port.
+        timeout_s: the deadline of ``plan`` and ``run`` calls (a search may take minutes); None: none.
+        token, root_certs, client_cert: as ``AsyncForethoughtClient``'s.
+    """
+
+    def __init__(self, address: str, *, timeout_s: float | None = 600.0, token: str | None = None,
+                 root_certs: bytes | None = None, client_cert: tuple[bytes, bytes] | None = None) -> None:
+        tls = ChannelTls(root_certs, *(client_cert or (None, None))) if root_certs is not None else None
+        self._channel = open_channel(address, traced=False, tls=tls)
+        self._credential = bearer_metadata(token)
+        self._stub = planner_pb2_grpc.PlannerServiceStub(self._channel)
+        self._timeout_s = timeout_s
+
+    def _metadata(self) -> tuple[tuple[str, str], ...]:
+        return (*trace_metadata(), *self._credential)
+
+    async def __aenter__(self) -> AsyncJobClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def plan(self, job: str | Path | JobFile, *, job_id: str = "", preemption: bool = True) -> JobPlan:
+        """Plans a job file (a path or a loaded ``JobFile``) under ``job_id`` (empty: the planner picks one).
+
+        Raises:
+            forethought.domain.InvalidField: the file breaks a rule (nothing was sent).
+            ClientError: the planner refused it (a cycle, a model no device can hold, an id taken).
+        """
+        job_file = job if isinstance(job, JobFile) else load_job_file(job)
+        reply = await self._call(self._stub.Plan(planner_pb2.PlanRequest(
+            job_id=job_id, job=job_to_proto(job_file), seed=job_file.seed, no_preemption=not preemption,
+            skip_baselines=True), timeout=self._timeout_s, metadata=self._metadata()))
+        return JobPlan(reply.job_id, len(reply.stages), reply.requests, reply.estimated_makespan_s, reply.search_s)
+
+    async def run(self, job_id: str, *, max_tokens: int = 0, max_prompt_tokens: int = 0, replan: bool = False) -> JobProgress:
+        """Starts (or resumes) a planned job on the workers; returns its first reading."""
+        await self._call(self._stub.Run(planner_pb2.RunRequest(
+            job_id=job_id, max_tokens=max_tokens, max_prompt_tokens=max_prompt_tokens, replan=replan),
+            timeout=self._timeout_s, metadata=self._metadata()))
+        async for progress in self.status(job_id):
+            return progress
+        raise ClientError(grpc.StatusCode.UNAVAILABLE, f"the planner sent no status of job {job_id}")
+
+    async def status(self, job_id: str, *, interval_s: float = 0.5) -> AsyncIterator[JobProgress]:
+        """Streams the job's progress every ``interval_s`` until it is DONE or FAILED."""
+        call = self._stub.Status(planner_pb2.StatusRequest(job_id=job_id, interval_s=interval_s), metadata=self._metadata())
+        try:
+            async for reply in call:
+                yield JobProgress.of(reply)
+        except grpc.aio.AioRpcError as error:
+            raise ClientError.of(error) from error
+        finally:
+            call.cancel()
+
+    async def run_file(self, job: str | Path | JobFile, *, job_id: str = "", max_tokens: int = 0, max_prompt_tokens: int = 0,
+                       replan: bool = False) -> JobProgress:
+        """Plans the job (unless ``job_id`` names one planned before), runs it and waits for its end;
+        returns its last reading."""
+        if not job_id or not await self.planned(job_id):
+            job_id = (await self.plan(job, job_id=job_id)).job_id
+        last = await self.run(job_id, max_tokens=max_tokens, max_prompt_tokens=max_prompt_tokens, replan=replan)
+        async for progress in self.status(job_id):
+            last = progress
+        return last
+
+    async def planned(self, job_id: str) -> bool:
+        """Whether a job of this id was planned before (its state is kept)."""
+        try:
+            async for _ in self.status(job_id):
+                return True
+        except ClientError as error:
+            if error.code == grpc.StatusCode.NOT_FOUND:
+                return False
+            raise
+        return False
+
+    @staticmethod
+    async def _call(call: Any) -> Any:
+        try:
+            return await call
+        except grpc.aio.AioRpcError as error:
+            raise ClientError.of(error) from error
+
+
+class JobClient(BlockingClient):
+    """The planner's API for blocking code (arguments as ``AsyncJobClient``); ``with JobClient(address) as jobs``."""
+
+    def __init__(self, address: str, *, timeout_s: float | None = 600.0, token: str | None = None,
+                 root_certs: bytes | None = None, client_cert: tuple[bytes, bytes] | None = None) -> None:
+        super().__init__(lambda: AsyncJobClient(address, timeout_s=timeout_s, token=token, root_certs=root_certs,
+                                                client_cert=client_cert))
+
+    plan = blocking(AsyncJobClient.plan)
+    run = blocking(AsyncJobClient.run)
+    run_file = blocking(AsyncJobClient.run_file)
+    status = blocking_stream(AsyncJobClient.status)
