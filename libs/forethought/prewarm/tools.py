@@ -8,8 +8,10 @@ in every worker) and containers through the Docker CLI where ``docker info`` suc
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import multiprocessing
 import shutil
+import signal
 import subprocess
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -38,6 +40,9 @@ class ToolLauncher(Protocol):
         """Stops the backend and frees what it holds."""
 
 
+_PR_SET_PDEATHSIG = 1
+
+
 def _execute_snippet(source: str) -> Any:
     # Runs in a pool worker: a fresh namespace per snippet; the snippet leaves its answer in `result`.
     namespace: dict[str, Any] = {}
@@ -47,6 +52,11 @@ def _execute_snippet(source: str) -> Any:
 
 def _ready() -> int:
     return 1
+
+
+def _die_with_parent() -> None:
+    # Pool processes must not outlive a worker that was killed (SIGKILL skips the pool's own shutdown).
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class ProcessPoolSandbox:
@@ -71,7 +81,7 @@ class ProcessPoolSandbox:
     async def _warm_pool(self) -> ProcessPoolExecutor:
         if self._pool is not None:
             return self._pool
-        pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+        pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=_die_with_parent)
         loop = asyncio.get_running_loop()
         # Processes spawn lazily: one trivial task per worker pays the interpreter start now.
         await asyncio.gather(*(loop.run_in_executor(pool, _ready) for _ in range(self.workers)))
