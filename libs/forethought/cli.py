@@ -140,16 +140,11 @@ DEFAULT_PLANNER = "127.0.0.1:50055"
 def _plan(args: argparse.Namespace) -> int:
     """Plans a job file on the planner service (or in-process with ``--local``) and prints the stages."""
     from forethought.domain import InvalidField
-    from forethought.planner.job_file import load_job_file
+    from forethought.planner_runner import read_job_file
     from forethought.rpc.errors import ServiceError
 
-    try:
-        job_file = load_job_file(args.job)
-    except OSError as error:
-        print(f"forethought plan: {args.job}: {error.strerror or error}", file=sys.stderr)
-        return 2
-    except InvalidField as error:
-        print(f"forethought plan: {args.job}: {error.field}: {error.rule}", file=sys.stderr)
+    job_file = read_job_file(args.job, "forethought plan")
+    if job_file is None:
         return 2
     try:
         reply = _plan_locally(job_file, args) if args.local else asyncio.run(_plan_remotely(job_file, args))

@@ -20,7 +20,7 @@ from forethought.cache import UP_STATE_FILE
 from forethought.client import ClientError
 from forethought.client.jobs import AsyncJobClient, JobProgress
 from forethought.domain import InvalidField
-from forethought.planner.job_file import load_job_file
+from forethought.planner.job_file import JobFile, load_job_file
 
 DEFAULT_PLANNER = "127.0.0.1:50055"
 
@@ -49,14 +49,20 @@ def planner_address(flag: str | None) -> str:
     return str(services.get("planner", DEFAULT_PLANNER))
 
 
-async def run(args: argparse.Namespace) -> int:
+def read_job_file(path: str, command: str) -> JobFile | None:
+    """The job file at ``path``; None, once its problem is printed (the file or the field and rule)."""
     try:
-        job_file = load_job_file(args.job)
+        return load_job_file(path)
     except OSError as error:
-        print(f"forethought run: {args.job}: {error.strerror or error}", file=sys.stderr)
-        return 2
+        print(f"{command}: {path}: {error.strerror or error}", file=sys.stderr)
     except InvalidField as error:
-        print(f"forethought run: {args.job}: {error.field}: {error.rule}", file=sys.stderr)
+        print(f"{command}: {path}: {error.field}: {error.rule}", file=sys.stderr)
+    return None
+
+
+async def run(args: argparse.Namespace) -> int:
+    job_file = read_job_file(args.job, "forethought run")
+    if job_file is None:
         return 2
     async with AsyncJobClient(planner_address(args.planner), timeout_s=args.timeout) as jobs:
         job_id = args.job_id if args.job_id and await jobs.planned(args.job_id) else ""

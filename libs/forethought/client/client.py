@@ -19,12 +19,12 @@ from typing import Any, ParamSpec, TypeVar
 import grpc
 
 from forethought.client.blocking import BlockingClient, blocking, blocking_stream
+from forethought.client.connection import client_channel
 from forethought.client.requests import Chat, ServiceLevelObjective, generate_request, unix_seconds
 from forethought.client.results import ApplicationRun, Chunk, ClientError, Completion, FinishedRun, RunProgress, Worker
 from forethought.client.retry import RetryPolicy, retry_delay
 from forethought.domain import SamplingParams, ServiceClass
 from forethought.rpc.access import bearer_metadata
-from forethought.rpc.channels import ChannelTls, open_channel
 from forethought.rpc.errors import retry_delay_of
 from forethought.telemetry.tracing import trace_metadata
 from forethought.v1 import scheduler_pb2, scheduler_pb2_grpc
@@ -51,8 +51,7 @@ class AsyncForethoughtClient:
                  token: str | None = None, root_certs: bytes | None = None,
                  client_cert: tuple[bytes, bytes] | None = None, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
-        tls = ChannelTls(root_certs, *(client_cert or (None, None))) if root_certs is not None else None
-        self._channel = open_channel(address, traced=False, tls=tls)
+        self._channel = client_channel(address, root_certs, client_cert)
         self._credential = bearer_metadata(token)
         self._stub = scheduler_pb2_grpc.SchedulerServiceStub(self._channel)
         self._timeout_s = timeout_s

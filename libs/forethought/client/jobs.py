@@ -15,10 +15,10 @@ from typing import Any
 import grpc
 
 from forethought.client.blocking import BlockingClient, blocking, blocking_stream
+from forethought.client.connection import client_channel
 from forethought.client.results import ClientError
 from forethought.planner.job_file import JobFile, load_job_file
 from forethought.rpc.access import bearer_metadata
-from forethought.rpc.channels import ChannelTls, open_channel
 from forethought.services.planner.servicer import job_to_proto
 from forethought.telemetry.tracing import trace_metadata
 from forethought.v1 import planner_pb2, planner_pb2_grpc
@@ -87,8 +87,7 @@ class AsyncJobClient:
 
     def __init__(self, address: str, *, timeout_s: float | None = 600.0, token: str | None = None,
                  root_certs: bytes | None = None, client_cert: tuple[bytes, bytes] | None = None) -> None:
-        tls = ChannelTls(root_certs, *(client_cert or (None, None))) if root_certs is not None else None
-        self._channel = open_channel(address, traced=False, tls=tls)
+        self._channel = client_channel(address, root_certs, client_cert)
         self._credential = bearer_metadata(token)
         self._stub = planner_pb2_grpc.PlannerServiceStub(self._channel)
         self._timeout_s = timeout_s

@@ -26,6 +26,7 @@ from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.integration.access.conftest import Launcher
+from tests.integration.live_mesh import wait_until
 
 MODEL = "SmolLM2-135M-Instruct"
 TOKENS = {"alpha": "token-alpha", "beta": "token-beta", "gamma": "token-gamma", "delta": "token-delta"}
@@ -90,15 +91,6 @@ def refusal(call: object) -> grpc.RpcError:
     with pytest.raises(grpc.RpcError) as raised:
         list(call) if not callable(call) else call()  # type: ignore[call-overload]
     return raised.value
-
-
-def wait_until(condition, what: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"gave up waiting: {what}")
 
 
 def wait_for_http(address: str) -> None:

@@ -16,7 +16,8 @@ from forethought.domain import SamplingParams
 from forethought.v1 import common_pb2, demand_pb2, demand_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from tests.integration.scheduler.test_scheduler import MODEL, adopted, metric, token_request, wait_until, worker
+from tests.integration.live_mesh import wait_until
+from tests.integration.scheduler.test_scheduler import MODEL, adopted, metric, token_request, worker
 
 # A draft written by an LLM, then checked in a Python sandbox: the check's tool is cold, and its warm-up
 # (t_p, set long below) exceeds the draft's whole estimated time, so Eq. 3 prewarms it at the draft's start.

@@ -10,13 +10,13 @@ import time
 import grpc
 from forethought.cluster.redis_server import start_redis
 
+from tests.integration.live_mesh import wait_until
 from tests.integration.scheduler.test_scheduler import (
     SHARED_PREFIX,
     _cached_on,
     metered_front_door,
     metric,
     token_request,
-    wait_until,
     worker,
 )
 

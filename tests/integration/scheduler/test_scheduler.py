@@ -31,6 +31,8 @@ from forethought.v1 import (
 from google.rpc import error_details_pb2
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.integration.live_mesh import wait_until
+
 MODEL = "SmolLM2-135M-Instruct"
 SHARED_PREFIX = list(range(1000, 1512))  # 32 blocks of 16 tokens
 
@@ -45,15 +47,6 @@ def token_request(request_id: str, prompt: list[int], max_tokens: int) -> schedu
 def stub_of(address: str) -> Iterator[scheduler_pb2_grpc.SchedulerServiceStub]:
     with grpc.insecure_channel(address) as channel:
         yield scheduler_pb2_grpc.SchedulerServiceStub(channel)
-
-
-def wait_until(condition, what: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"gave up waiting: {what}")
 
 
 def metric(port: int, name: str, **labels: str) -> float:
