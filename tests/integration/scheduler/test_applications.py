@@ -5,6 +5,8 @@ learns the run, and bad input gets a status naming the field."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -16,6 +18,7 @@ from forethought.domain import SamplingParams
 from forethought.v1 import common_pb2, demand_pb2, demand_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from tests.conftest import wait_serving
 from tests.integration.live_mesh import wait_until
 from tests.integration.scheduler.test_scheduler import MODEL, adopted, metric, token_request, worker
 
@@ -245,3 +248,50 @@ def test_the_next_step_s_prompt_prefix_is_prefilled_on_a_worker_before_it_is_cal
     assert replies[-1].usage.cached_prompt_tokens >= 64  # the instructions' blocks were already cached
     assert metric(worker_metrics, "forethought_worker_prewarms_total", kind="kv_prefix", outcome="hit") == 1
     assert metric(worker_metrics, "forethought_worker_prewarm_benefit_seconds_total", kind="kv_prefix") > 0
+
+
+def test_runs_go_on_unranked_while_the_demand_service_is_down_and_are_ranked_again_after(start_service, redis_server,
+                                                                                         namespace, tmp_path):
+    """The demand service killed mid-run: the run's next steps are served (degraded: unranked, unlearnt),
+    the gauge and log say so, new runs are accepted; restarted, it ranks and learns again (its graphs are
+    in Redis)."""
+    port = free_port()
+    argv = [sys.executable, "-m", "forethought.cli", "serve", "demand", "--port", str(port), "--redis-url", redis_server.url,
+            "--namespace", namespace, "--seed", "3", "--walks", "200"]
+    demand = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    address = f"127.0.0.1:{port}"
+    try:
+        assert wait_serving(address, 60, demand)
+        worker(start_service, "w0", "20")
+        metrics = free_port()
+        front = start_service("scheduler", "--registry-poll-s", "0.1", "--heartbeat-ttl-s", "2", "--demand-address", address,
+                              "--metrics-port", str(metrics), "--demand-timeout-s", "1")
+        with grpc.insecure_channel(front.address) as channel, grpc.insecure_channel(address) as demand_channel:
+            stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+            adopted(stub, 1)
+            demand_pb2_grpc.DemandServiceStub(demand_channel).RegisterApplication(
+                demand_pb2.RegisterApplicationRequest(application_file=DRAFT_AND_CHECK), timeout=60)
+            submit = scheduler_pb2.SubmitApplicationRequest(application="draft_and_check")
+            run = stub.SubmitApplication(submit, timeout=30).run_id
+            demand.kill()
+            demand.wait()
+            served = list(stub.Generate(step_request("d1", run, "draft"), timeout=30))
+            assert served[-1].usage.output_tokens == 16
+            stub.ReportStep(scheduler_pb2.ReportStepRequest(run_id=run, step="check", duration_s=0.1), timeout=30)
+            assert not stub.FinishApplication(scheduler_pb2.FinishApplicationRequest(run_id=run), timeout=30).learnt
+            assert metric(metrics, "forethought_degraded", dependency="demand") == 1
+            unranked = stub.SubmitApplication(submit, timeout=30)
+            assert unranked.run_id and unranked.estimated_completion_s == 0
+
+            restarted = time.monotonic()
+            demand = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            assert wait_serving(address, 60, demand)
+            wait_until(lambda: stub.SubmitApplication(submit, timeout=30).estimated_completion_s > 0, "runs ranked again",
+                       timeout_s=30)
+            recovery_s = time.monotonic() - restarted
+            assert metric(metrics, "forethought_degraded", dependency="demand") == 0
+        print(f"ranked again {recovery_s:.1f} s after the demand service was restarted")
+        assert "goes on without the demand service" in front.log() and "demand service answers again" in front.log()
+    finally:
+        demand.kill()
+        demand.wait()

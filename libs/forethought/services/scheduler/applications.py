@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TypeVar
 
 import grpc
@@ -21,8 +22,10 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from forethought.domain import EngineStats, InvalidField, require
 from forethought.rpc import convert
-from forethought.rpc.errors import AlreadyExists, FailedPrecondition, NotFound, ServiceError, Unavailable, invalid_argument_of
+from forethought.rpc.errors import AlreadyExists, FailedPrecondition, NotFound, ServiceError, invalid_argument_of
 from forethought.scheduling.application_runs import ApplicationRun, RunEvent, StepExecution, StepState
+from forethought.scheduling.degradation import DependencyHealth
+from forethought.services.scheduler.dependency_reports import record_outcome
 from forethought.services.scheduler.pool import WorkerPool
 from forethought.telemetry.tracing import trace_metadata
 from forethought.v1 import demand_pb2, demand_pb2_grpc, scheduler_pb2, worker_pb2
@@ -70,6 +73,7 @@ class LiveRun:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     waiting: dict[str, StepExecution] = field(default_factory=dict)  # its requests not yet streaming
     step_tokens: tuple[int | None, int | None] = (None, None)  # the current step's prompt and forecast lengths
+    learning: bool = True  # False once the demand service was down for it: no more reports, its rank frozen
 
     def notify(self) -> None:
         self.changed.set()
@@ -84,6 +88,10 @@ class StepTicket:
     execution: StepExecution
     rank: RunRank
     deadline_s: float  # the run's, absolute; 0 = none
+
+
+class DemandDown(Exception):
+    """The demand service did not answer: application runs go on without it (degraded), never fail for it."""
 
 
 class ApplicationRuns:
@@ -102,6 +110,7 @@ class ApplicationRuns:
         self._idle_ttl_s = idle_ttl_s
         self._clock = clock
         self._runs: dict[str, LiveRun] = {}
+        self.health = DependencyHealth("demand", configured=demand is not None)
 
     # ----- the RPCs -----------------------------------------------------------------------------
 
@@ -115,27 +124,30 @@ class ApplicationRuns:
         if run_id in self._runs:
             raise AlreadyExists(f"run_id: {run_id!r} is already a run")
         run = ApplicationRun(run_id, request.application, now, deadline_s)
-        estimate = await self._estimate(demand_pb2.EstimateRequest(application=request.application,
-                                                                   deadline_in_s=run.deadline_in_s(now)))
+        try:
+            estimate = await self._estimate(demand_pb2.EstimateRequest(application=request.application,
+                                                                       deadline_in_s=run.deadline_in_s(now)))
+            rank, learning = RunRank(estimate.gittins_rank, estimate.mean_remaining_s), True
+        except DemandDown:  # degraded: the run goes on unranked and unchecked, and is not learnt
+            rank, learning = RunRank(), False
         if run_id in self._runs:  # submitted twice at once: the other call won
             raise AlreadyExists(f"run_id: {run_id!r} is already a run")
-        self._runs[run_id] = LiveRun(run, RunRank(estimate.gittins_rank, estimate.mean_remaining_s))
+        self._runs[run_id] = LiveRun(run, rank, learning=learning)
         APPLICATION_RUNS.labels(request.application).inc()
-        log.info("application run %s of %s submitted (estimated %.1f s)", run_id, request.application, estimate.mean_remaining_s)
+        log.info("application run %s of %s submitted (estimated %.1f s)", run_id, request.application, rank.remaining_s)
         return scheduler_pb2.SubmitApplicationResponse(
-            run_id=run_id, estimated_completion_s=estimate.mean_remaining_s, gittins_rank=estimate.gittins_rank)
+            run_id=run_id, estimated_completion_s=rank.remaining_s, gittins_rank=rank.gittins_rank)
 
     async def report_step(self, request: scheduler_pb2.ReportStepRequest) -> scheduler_pb2.ReportStepResponse:
         require(bool(request.step), "step", "is required")
         live = self._live(request.run_id)
         async with live.lock:
             run = live.run
-            await self._require_next(run, request.step)
-            now = self._clock()
-            _, closed = run.report_tool(request.step, request.duration_s, now)
+            await self._reporting(live, partial(self._require_next, run, request.step))
+            _, closed = run.report_tool(request.step, request.duration_s, self._clock())
             if closed is not None:
-                await self._record(run, closed)
-            await self._refresh(live, request.step)
+                await self._reporting(live, partial(self._record, run, closed))
+            await self._reporting(live, partial(self._refresh, live, request.step))
             live.notify()
         return scheduler_pb2.ReportStepResponse(remaining_s=live.rank.remaining_s, gittins_rank=live.rank.gittins_rank)
 
@@ -151,8 +163,10 @@ class ApplicationRuns:
                     f"run '{run.run_id}' has run no step; set failed to abandon it")
             failed = failed_as_asked or run.has_failed_step()
             learnt = False
-            if run.current is not None and not failed:  # the demand graph checks the last step may end a run
-                learnt = (await self._record(run, run.current, run_finished=True)).learnt
+            last = run.current
+            if last is not None and not failed and live.learning:  # the demand graph checks the last step may end a run
+                recorded = await self._reporting(live, partial(self._record, run, last, run_finished=True))
+                learnt = recorded is not None and recorded.learnt
             run.finish(self._clock(), failed)
             live.notify()
         act_s = run.act_s or 0.0
@@ -192,12 +206,13 @@ class ApplicationRuns:
             current = run.current
             joins = current is not None and current.step == step and current.in_flight > 0
             if not joins:
-                await self._require_next(run, step)
+                await self._reporting(live, partial(self._require_next, run, step))
             execution, closed = run.begin_request(step, input_tokens, self._clock())
             if closed is not None:
-                await self._record(run, closed)
+                await self._reporting(live, partial(self._record, run, closed))
             if not joins:
-                await self._refresh(live, step, input_tokens, round(forecast_tokens) if forecast_tokens > 0 else None)
+                forecast = round(forecast_tokens) if forecast_tokens > 0 else None
+                await self._reporting(live, partial(self._refresh, live, step, input_tokens, forecast))
             live.waiting[request_id] = execution
             live.notify()
         return StepTicket(run_id, execution, live.rank, live.run.deadline_s)
@@ -235,13 +250,13 @@ class ApplicationRuns:
         those requests; returns how many requests were re-ordered."""
         revised = 0
         for live in list(self._runs.values()):
-            if not live.waiting or live.run.finished or live.run.current is None:
+            if not live.waiting or live.run.finished or live.run.current is None or not live.learning:
                 continue
             async with live.lock:
                 current = live.run.current
                 if current is None or live.run.finished:
                     continue
-                await self._refresh(live, current.step, *live.step_tokens)  # the same position: the kept estimate
+                await self._reporting(live, partial(self._refresh, live, current.step, *live.step_tokens))  # the kept estimate
                 for request_id in list(live.waiting):
                     revised += self._revise(request_id, live.rank.gittins_rank, live.rank.remaining_s)
                 live.notify()
@@ -255,8 +270,12 @@ class ApplicationRuns:
         if self._demand is None:
             return
         stream = self._demand.WatchPrewarm(demand_pb2.WatchPrewarmRequest(), metadata=trace_metadata())
-        async for reply in stream:
-            await send_prewarm(reply.decision, pool, lora_root, tokenize)
+        try:
+            async for reply in stream:
+                self._record_health(True)
+                await send_prewarm(reply.decision, pool, lora_root, tokenize)
+        except grpc.aio.AioRpcError as error:
+            self._record_health(False, f"{error.code().name}: {error.details()}")
 
     # ----- internals ----------------------------------------------------------------------------
 
@@ -304,14 +323,35 @@ class ApplicationRuns:
         if self._demand is None:
             raise FailedPrecondition("application runs need the demand service: start the scheduler with --demand-address")
         try:
-            return await call(self._demand)
+            reply = await call(self._demand)
         except grpc.aio.AioRpcError as error:
             if error.code() == grpc.StatusCode.INVALID_ARGUMENT:
                 refused = invalid_argument_of(error)
                 raise InvalidField(refused.field, refused.rule) from error
             if error.code() == grpc.StatusCode.NOT_FOUND:
                 raise NotFound(error.details() or "not found by the demand service") from error
-            raise Unavailable(f"demand service failed: {error.code().name}: {error.details()}; retry") from error
+            self._record_health(False, f"{error.code().name}: {error.details()}")
+            raise DemandDown(error.details()) from error
+        self._record_health(True)
+        return reply
+
+    async def _reporting(self, live: LiveRun, report: Callable[[], Awaitable[_Reply]]) -> _Reply | None:
+        """A report of the run to the demand service; None when the run no longer reports, or the service
+        is down, which stops the run's reports for good (a gap would leave its later steps out of order)."""
+        if not live.learning:
+            return None
+        try:
+            return await report()
+        except DemandDown:
+            live.learning = False
+            log.warning("application run %s goes on without the demand service: its rank stays %.2f and it will "
+                        "not be learnt", live.run.run_id, live.rank.gittins_rank)
+            return None
+
+    def _record_health(self, ok: bool, error: str = "") -> None:
+        record_outcome(self.health, ok, error,
+                       went_down="demand service unreachable ({error}): application runs go on unranked and unlearnt",
+                       came_back="demand service answers again: new application runs are ranked and learnt")
 
     def _event_message(self, live: LiveRun, event: RunEvent) -> scheduler_pb2.WatchApplicationResponse:
         run = live.run
