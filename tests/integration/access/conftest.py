@@ -6,6 +6,7 @@ import datetime
 import ipaddress
 import itertools
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -133,9 +134,18 @@ class Launcher:
         return service
 
     def stop(self) -> None:
+        """SIGTERM to every service, then waits for each: all are gone even when one outlives its grace
+        (it is killed), which then fails the teardown by name."""
         for service in self.started:
             if service.process.poll() is None:
+                service.process.send_signal(signal.SIGTERM)
+        hung = []
+        for service in self.started:
+            try:
                 service.terminate()
+            except subprocess.TimeoutExpired:
+                hung.append(service.name)
+        assert not hung, f"{', '.join(hung)} did not stop within 30 s of SIGTERM (killed)"
 
 
 @pytest.fixture(scope="module")

@@ -112,12 +112,15 @@ def test_a_full_queue_is_retried_after_the_servers_hint(start_service):
         async def sleep(seconds: float) -> None:
             waits.append(seconds)
 
-        async with AsyncForethoughtClient(front.address, retry=RetryPolicy(max_attempts=2), sleep=sleep) as client:
+        async with AsyncForethoughtClient(front.address, retry=RetryPolicy(max_attempts=2), sleep=sleep) as client, \
+                AsyncForethoughtClient(front.address) as holding:  # the holders' own retries are not the probe's
             await asyncio.to_thread(wait_until, lambda: _listed(front.address), "the worker registered")
             await asyncio.sleep(0.3)  # the scheduler's next registry read adopts it
-            holders = [asyncio.create_task(client.complete(model=MODEL, max_tokens=4, token_ids=list(range(64 * n, 64 * n + 64))))
-                       for n in range(2)]  # one on the worker, one waiting in the queue
-            await asyncio.sleep(1.5)
+            holders = []
+            for n in range(2):  # one on the worker, then one waiting in the queue
+                holders.append(asyncio.create_task(holding.complete(model=MODEL, max_tokens=4,
+                                                                    token_ids=list(range(64 * n, 64 * n + 64)))))
+                await asyncio.sleep(1.0)
             try:
                 await client.complete(model=MODEL, max_tokens=4, token_ids=list(range(500, 564)))
             except ClientError as error:

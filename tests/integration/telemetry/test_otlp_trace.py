@@ -86,13 +86,16 @@ def receiver() -> Iterator[tuple[TraceReceiver, str]]:
 
 def trace_of_generate(receiver: TraceReceiver, services: set[str], timeout_s: float = 30.0) -> tuple[ReceivedSpan, list[ReceivedSpan]]:
     """The scheduler's Generate span and the spans of its trace, once every one of ``services`` has sent
-    its part (exporters send in batches, each in its own time)."""
+    its part and every span's parent has arrived (exporters send in batches, each in its own time, and
+    the scheduler's background calls, such as Observe, end after the request)."""
     deadline = time.monotonic() + timeout_s
     while True:
         spans = receiver.spans()
         generates = [span for span in spans if span.name == GENERATE and span.service == "forethought-scheduler"]
         trace = [span for span in spans if generates and span.trace_id == generates[0].trace_id]
-        if services <= {span.service for span in trace} or time.monotonic() > deadline:
+        ids = {span.span_id for span in trace}
+        whole = all(not span.parent_id or span.parent_id in ids for span in trace)
+        if (services <= {span.service for span in trace} and whole) or time.monotonic() > deadline:
             assert len(generates) == 1, f"{len(generates)} Generate spans arrived"
             return generates[0], trace
         time.sleep(0.1)
