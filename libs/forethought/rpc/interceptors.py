@@ -158,7 +158,7 @@ async def _guarded(context: grpc.aio.ServicerContext, call: _Call) -> AsyncItera
                                            set_status_on_exception=False) as span:
         try:
             yield
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, GeneratorExit):  # a stream closed while parked at a yield gets GeneratorExit
             code = grpc.StatusCode.CANCELLED
             raise
         except Exception as raised:
