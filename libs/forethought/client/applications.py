@@ -18,11 +18,11 @@ from pathlib import Path
 import grpc
 
 from forethought.client.client import AsyncForethoughtClient
+from forethought.client.connection import client_channel
 from forethought.client.results import ApplicationRun, ClientError, Completion, FinishedRun
 from forethought.demand import BackendKind, PDGraph, UnitExecution, application_from_dict, draw_runs
 from forethought.documents import read_document
 from forethought.domain import SamplingParams
-from forethought.rpc.channels import open_channel
 from forethought.v1 import demand_pb2, demand_pb2_grpc
 
 FILLER = ("Summarize what this step of the application must do, and then do it carefully and concisely. "
@@ -60,7 +60,7 @@ def step_prompt(application: str, step: str, index: int, input_tokens: int) -> s
 async def register_application(demand_address: str, content: str, timeout_s: float = 60.0) -> str:
     """Registers an application file's content with the demand service (kept when registered already);
     returns its name."""
-    channel = open_channel(demand_address, traced=False)
+    channel = client_channel(demand_address, None, None)
     try:
         reply = await demand_pb2_grpc.DemandServiceStub(channel).RegisterApplication(
             demand_pb2.RegisterApplicationRequest(application_file=content, keep_existing=True), timeout=timeout_s)

@@ -19,7 +19,7 @@ from typing import Any, ParamSpec, TypeVar
 import grpc
 
 from forethought.client.blocking import BlockingClient, blocking, blocking_stream
-from forethought.client.connection import client_channel
+from forethought.client.connection import ChannelClient, client_channel
 from forethought.client.requests import Chat, ServiceLevelObjective, generate_request, unix_seconds
 from forethought.client.results import ApplicationRun, Chunk, ClientError, Completion, FinishedRun, RunProgress, Worker
 from forethought.client.retry import RetryPolicy, retry_delay
@@ -34,7 +34,7 @@ P = ParamSpec("P")
 DEFAULT_RETRY = RetryPolicy()
 
 
-class AsyncForethoughtClient:
+class AsyncForethoughtClient(ChannelClient):
     """The scheduler's API for asyncio code; use it as ``async with AsyncForethoughtClient(address) as client``.
 
     Args:
@@ -51,22 +51,13 @@ class AsyncForethoughtClient:
                  token: str | None = None, root_certs: bytes | None = None,
                  client_cert: tuple[bytes, bytes] | None = None, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
-        self._channel = client_channel(address, root_certs, client_cert)
+        super().__init__(client_channel(address, root_certs, client_cert))
         self._credential = bearer_metadata(token)
         self._stub = scheduler_pb2_grpc.SchedulerServiceStub(self._channel)
         self._timeout_s = timeout_s
         self._retry = retry
         self._clock = clock
         self._sleep = sleep
-
-    async def __aenter__(self) -> AsyncForethoughtClient:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        await self._channel.close()
 
     async def generate(self, *, model: str, max_tokens: int, prompt: str | None = None,
                        token_ids: Sequence[int] | None = None, chat: Chat | None = None,

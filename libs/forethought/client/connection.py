@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Self
+
 import grpc
 
 from forethought.rpc.channels import ChannelTls, open_channel
@@ -12,3 +14,19 @@ def client_channel(address: str, root_certs: bytes | None, client_cert: tuple[by
     Untraced: each call carries the trace context as metadata instead."""
     tls = ChannelTls(root_certs, *(client_cert or (None, None))) if root_certs is not None else None
     return open_channel(address, traced=False, tls=tls)
+
+
+class ChannelClient:
+    """An async client over one channel: ``async with`` closes it."""
+
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self._channel = channel
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._channel.close()

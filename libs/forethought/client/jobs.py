@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 
 from forethought.client.blocking import BlockingClient, blocking, blocking_stream
-from forethought.client.connection import client_channel
+from forethought.client.connection import ChannelClient, client_channel
 from forethought.client.results import ClientError
 from forethought.planner.job_file import JobFile, load_job_file
 from forethought.rpc.access import bearer_metadata
@@ -76,7 +76,7 @@ class JobProgress:
         )
 
 
-class AsyncJobClient:
+class AsyncJobClient(ChannelClient):
     """The planner's API for asyncio code; ``async with AsyncJobClient(address) as jobs``.
 
     Args:
@@ -87,22 +87,13 @@ class AsyncJobClient:
 
     def __init__(self, address: str, *, timeout_s: float | None = 600.0, token: str | None = None,
                  root_certs: bytes | None = None, client_cert: tuple[bytes, bytes] | None = None) -> None:
-        self._channel = client_channel(address, root_certs, client_cert)
+        super().__init__(client_channel(address, root_certs, client_cert))
         self._credential = bearer_metadata(token)
         self._stub = planner_pb2_grpc.PlannerServiceStub(self._channel)
         self._timeout_s = timeout_s
 
     def _metadata(self) -> tuple[tuple[str, str], ...]:
         return (*trace_metadata(), *self._credential)
-
-    async def __aenter__(self) -> AsyncJobClient:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        await self._channel.close()
 
     async def plan(self, job: str | Path | JobFile, *, job_id: str = "", preemption: bool = True) -> JobPlan:
         """Plans a job file (a path or a loaded ``JobFile``) under ``job_id`` (empty: the planner picks one).
