@@ -2,17 +2,21 @@
 
 Every call has a deadline (``timeout_s``, per call or the client's default), carries the active trace
 context, and is retried by ``forethought.client.retry``'s rules: only before the first chunk reached the
-caller, only for UNAVAILABLE and RESOURCE_EXHAUSTED, waiting the server's hint when it sent one. The
-blocking client runs the async one on an event loop of its own, in a background thread, so both behave
-the same.
+caller, only for UNAVAILABLE and RESOURCE_EXHAUSTED, waiting the server's hint when it sent one. Given
+several scheduler replicas (they share Redis, so any of them serves any request), calls take turns over
+them and a retry goes to the next one, so a replica that died costs a retry, not the call. A stream cut
+after tokens reached the caller is not re-issued (the caller has shown them); its ``ClientError`` says
+how many arrived (docs/reliability.md). The blocking client runs the async one on an event loop of its
+own, in a background thread, so both behave the same.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
 
@@ -38,7 +42,7 @@ class AsyncForethoughtClient(ChannelClient):
     """The scheduler's API for asyncio code; use it as ``async with AsyncForethoughtClient(address) as client``.
 
     Args:
-        address: the scheduler's host:port.
+        address: the scheduler's host:port, or the host:ports of several replicas sharing one Redis.
         timeout_s: the default deadline of each call, in seconds (a call's own ``timeout_s`` wins); None: none.
         retry: how failed calls are retried.
         token: the tenant's bearer token, sent as ``authorization: Bearer <token>`` on every call
@@ -47,13 +51,17 @@ class AsyncForethoughtClient(ChannelClient):
         client_cert: (PEM private key, PEM certificate chain) to show a scheduler that requires one (mutual TLS).
     """
 
-    def __init__(self, address: str, *, timeout_s: float | None = 120.0, retry: RetryPolicy = DEFAULT_RETRY,
+    def __init__(self, address: str | Sequence[str], *, timeout_s: float | None = 120.0, retry: RetryPolicy = DEFAULT_RETRY,
                  token: str | None = None, root_certs: bytes | None = None,
                  client_cert: tuple[bytes, bytes] | None = None, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
-        super().__init__(client_channel(address, root_certs, client_cert))
+        addresses = [address] if isinstance(address, str) else list(address)
+        if not addresses:
+            raise ValueError("address: at least one scheduler address is required")
+        super().__init__(*(client_channel(each, root_certs, client_cert) for each in addresses))
         self._credential = bearer_metadata(token)
-        self._stub = scheduler_pb2_grpc.SchedulerServiceStub(self._channel)
+        self._stubs = [scheduler_pb2_grpc.SchedulerServiceStub(channel) for channel in self._channels]
+        self._turn = 0  # the replica the next call starts on
         self._timeout_s = timeout_s
         self._retry = retry
         self._clock = clock
@@ -79,19 +87,22 @@ class AsyncForethoughtClient(ChannelClient):
             service_class=service_class, slo=slo, deadline=deadline, application_id=application_id, step=step,
             request_id=request_id or uuid.uuid4().hex, return_text=return_text)
         ends = self._ends(timeout_s)
+        stubs = self._stub_turns()
         attempt = 1
         while True:
             streamed = False
-            call = self._stub.Generate(request, timeout=self._remaining(ends), metadata=self._metadata())
+            delivered = 0
+            call = next(stubs).Generate(request, timeout=self._remaining(ends), metadata=self._metadata())
             try:
                 async for reply in call:
                     streamed = True
+                    delivered += len(reply.token_ids)
                     yield Chunk.of(reply)
                 return
             except grpc.aio.AioRpcError as error:
                 delay = retry_delay(self._retry, attempt, error.code().name, retry_delay_of(error), streamed, self._remaining(ends))
                 if delay is None:
-                    raise ClientError.of(error, attempt) from error
+                    raise ClientError.of(error, attempt, delivered) from error
             finally:
                 call.cancel()  # the caller left the loop early (or the stream ended): the worker lets go
             await self._sleep(delay)
@@ -110,13 +121,13 @@ class AsyncForethoughtClient(ChannelClient):
             request_id=request_id, return_text=return_text, timeout_s=timeout_s)])
 
     async def cancel(self, request_id: str, *, timeout_s: float | None = None) -> bool:
-        """Cancels a request another connection streams; False when it was unknown or already finished."""
-        reply = await self._unary(self._stub.Cancel, scheduler_pb2.CancelRequest(request_id=request_id), timeout_s)
+        """Cancels a request another connection streams (on any replica); False when it was unknown or already finished."""
+        reply = await self._unary("Cancel", scheduler_pb2.CancelRequest(request_id=request_id), timeout_s)
         return bool(reply.cancelled)
 
     async def list_workers(self, model: str = "", *, timeout_s: float | None = None) -> list[Worker]:
         """Every worker the scheduler knows (those serving ``model`` when given), with health and load."""
-        reply = await self._unary(self._stub.ListWorkers, scheduler_pb2.ListWorkersRequest(model=model), timeout_s)
+        reply = await self._unary("ListWorkers", scheduler_pb2.ListWorkersRequest(model=model), timeout_s)
         return [Worker.of(info) for info in reply.workers]
 
     async def submit_application(self, application: str, *, run_id: str = "", deadline: datetime | float | None = None,
@@ -126,24 +137,24 @@ class AsyncForethoughtClient(ChannelClient):
         request = scheduler_pb2.SubmitApplicationRequest(application=application, run_id=run_id)
         if deadline is not None:
             request.deadline.FromNanoseconds(round(unix_seconds(deadline) * 1e9))
-        reply = await self._unary(self._stub.SubmitApplication, request, timeout_s)
+        reply = await self._unary("SubmitApplication", request, timeout_s)
         return ApplicationRun(reply.run_id, reply.estimated_completion_s, reply.gittins_rank)
 
     async def report_step(self, run_id: str, step: str, duration_s: float, *, timeout_s: float | None = None) -> float:
         """A tool step of the run just ended after ``duration_s``; returns the run's remaining demand estimate."""
-        reply = await self._unary(self._stub.ReportStep, scheduler_pb2.ReportStepRequest(
+        reply = await self._unary("ReportStep", scheduler_pb2.ReportStepRequest(
             run_id=run_id, step=step, duration_s=duration_s), timeout_s)
         return float(reply.remaining_s)
 
     async def finish_application(self, run_id: str, *, failed: bool = False, timeout_s: float | None = None) -> FinishedRun:
         """Ends the run; ``failed`` abandons it (its steps are not learnt)."""
-        reply = await self._unary(self._stub.FinishApplication, scheduler_pb2.FinishApplicationRequest(
+        reply = await self._unary("FinishApplication", scheduler_pb2.FinishApplicationRequest(
             run_id=run_id, failed=failed), timeout_s)
         return FinishedRun(reply.act_s, reply.steps, reply.learnt)
 
     async def watch_application(self, run_id: str, *, timeout_s: float | None = None) -> AsyncIterator[RunProgress]:
         """Streams the run's progress until it finishes (the last item has ``finished`` and the ACT)."""
-        call = self._stub.WatchApplication(scheduler_pb2.WatchApplicationRequest(run_id=run_id),
+        call = next(self._stub_turns()).WatchApplication(scheduler_pb2.WatchApplicationRequest(run_id=run_id),
                                            timeout=self._remaining(self._ends(timeout_s)), metadata=self._metadata())
         try:
             async for reply in call:
@@ -153,18 +164,26 @@ class AsyncForethoughtClient(ChannelClient):
         finally:
             call.cancel()
 
-    async def _unary(self, method: Callable[..., Awaitable[Any]], request: Any, timeout_s: float | None) -> Any:
+    async def _unary(self, method: str, request: Any, timeout_s: float | None) -> Any:
         ends = self._ends(timeout_s)
+        stubs = self._stub_turns()
         attempt = 1
         while True:
             try:
-                return await method(request, timeout=self._remaining(ends), metadata=self._metadata())
+                return await getattr(next(stubs), method)(request, timeout=self._remaining(ends), metadata=self._metadata())
             except grpc.aio.AioRpcError as error:
                 delay = retry_delay(self._retry, attempt, error.code().name, retry_delay_of(error), False, self._remaining(ends))
                 if delay is None:
                     raise ClientError.of(error, attempt) from error
             await self._sleep(delay)
             attempt += 1
+
+    def _stub_turns(self) -> Iterator[scheduler_pb2_grpc.SchedulerServiceStub]:
+        """The replicas one call tries in turn: it starts where the previous call did not, and each retry
+        moves on to the next replica."""
+        first = self._turn
+        self._turn = (first + 1) % len(self._stubs)
+        return (self._stubs[(first + attempt) % len(self._stubs)] for attempt in itertools.count())
 
     def _metadata(self) -> tuple[tuple[str, str], ...]:
         return (*trace_metadata(), *self._credential)
@@ -181,7 +200,7 @@ class ForethoughtClient(BlockingClient):
     """The scheduler's API for blocking code, with the async client's methods and rules; use it as
     ``with ForethoughtClient(address) as client`` (arguments as ``AsyncForethoughtClient``)."""
 
-    def __init__(self, address: str, *, timeout_s: float | None = 120.0, retry: RetryPolicy = DEFAULT_RETRY,
+    def __init__(self, address: str | Sequence[str], *, timeout_s: float | None = 120.0, retry: RetryPolicy = DEFAULT_RETRY,
                  token: str | None = None, root_certs: bytes | None = None,
                  client_cert: tuple[bytes, bytes] | None = None) -> None:
         super().__init__(lambda: AsyncForethoughtClient(address, timeout_s=timeout_s, retry=retry, token=token,

@@ -17,10 +17,11 @@ def client_channel(address: str, root_certs: bytes | None, client_cert: tuple[by
 
 
 class ChannelClient:
-    """An async client over one channel: ``async with`` closes it."""
+    """An async client over one channel, or one per replica of a service: ``async with`` closes them."""
 
-    def __init__(self, channel: grpc.aio.Channel) -> None:
-        self._channel = channel
+    def __init__(self, *channels: grpc.aio.Channel) -> None:
+        self._channel = channels[0]
+        self._channels = channels
 
     async def __aenter__(self) -> Self:
         return self
@@ -29,4 +30,5 @@ class ChannelClient:
         await self.close()
 
     async def close(self) -> None:
-        await self._channel.close()
+        for channel in self._channels:
+            await channel.close()

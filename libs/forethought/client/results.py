@@ -83,22 +83,27 @@ class Worker:
 
 class ClientError(Exception):
     """A call failed: its gRPC status ``code`` and ``message``; ``field`` names the refused field of an
-    INVALID_ARGUMENT, ``retry_after_s`` is the server's hint of a RESOURCE_EXHAUSTED; ``attempts`` made."""
+    INVALID_ARGUMENT, ``retry_after_s`` is the server's hint of a RESOURCE_EXHAUSTED; ``attempts`` made;
+    ``tokens_delivered``: output tokens of a stream that reached the caller before it broke (0 otherwise)."""
 
     def __init__(self, code: grpc.StatusCode, message: str, field: str = "", retry_after_s: float | None = None,
-                 attempts: int = 1) -> None:
+                 attempts: int = 1, tokens_delivered: int = 0) -> None:
         super().__init__(f"{code.name}: {message}")
         self.code = code
         self.message = message
         self.field = field
         self.retry_after_s = retry_after_s
         self.attempts = attempts
+        self.tokens_delivered = tokens_delivered
 
     @classmethod
-    def of(cls, error: grpc.aio.AioRpcError, attempts: int = 1) -> ClientError:
+    def of(cls, error: grpc.aio.AioRpcError, attempts: int = 1, tokens_delivered: int = 0) -> ClientError:
         code = error.code()
         field = invalid_argument_of(error).field if code == grpc.StatusCode.INVALID_ARGUMENT else ""
-        return cls(code, error.details() or code.name, field, retry_delay_of(error), attempts)
+        message = error.details() or code.name
+        if tokens_delivered:
+            message += f" (the stream broke after {tokens_delivered} tokens were delivered; not retried)"
+        return cls(code, message, field, retry_delay_of(error), attempts, tokens_delivered)
 
 
 @dataclass(frozen=True)

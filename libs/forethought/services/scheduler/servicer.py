@@ -33,6 +33,7 @@ from forethought.services.scheduler.forecasts import (
     ForecastClient,
     ForecastPrompt,
 )
+from forethought.services.scheduler.owners import RequestOwners
 from forethought.services.scheduler.placement import PlacementLoop, RequestWithdrawn
 from forethought.services.scheduler.pool import WorkerPool
 from forethought.services.scheduler.requests import (
@@ -64,7 +65,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     def __init__(self, pool: WorkerPool, registry: WorkerRegistry, placement: PlacementLoop,
                  forecasts: ForecastClient, prompt_tokens: PromptTokens, applications: ApplicationRuns, block_size: int,
                  heartbeat_ttl_s: float, resume_streams: bool = True, max_resumes: int = 2,
-                 clock: Callable[[], float] = time.time) -> None:
+                 owners: RequestOwners | None = None, clock: Callable[[], float] = time.time) -> None:
         self._pool = pool
         self._registry = registry
         self._placement = placement
@@ -75,6 +76,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         self._heartbeat_ttl_s = heartbeat_ttl_s
         self._resume_streams = resume_streams
         self._max_resumes = max_resumes
+        self._owners = owners
         self._clock = clock
 
     async def Generate(
@@ -99,6 +101,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             if ticket is not None:
                 self._applications.end_step(ticket, request_id, None)
             raise
+        if self._owners is not None:
+            self._owners.hold(request_id)
         # One detokenizer for the whole stream, so a resumed stream's text joins the text already sent.
         detokenize = self._prompt_tokens.detokenizer(request.model) if request.return_text else None
         delivered: list[int] = []  # output token ids the client has been sent
@@ -151,6 +155,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 waiter = self._placement.submit(scheduled)
         finally:
             self._release(scheduled)
+            if self._owners is not None:
+                self._owners.release(request_id)
             if detokenize is not None:
                 await detokenize.aclose()
             if ticket is not None:
@@ -210,18 +216,24 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
 
     async def Cancel(self, request: scheduler_pb2.CancelRequest, context: grpc.aio.ServicerContext) -> scheduler_pb2.CancelResponse:
         require(bool(request.request_id), "request_id", "must be non-empty")
-        scheduled = self._placement.find(request.request_id)
+        if self._placement.find(request.request_id) is None and self._owners is not None:
+            return scheduler_pb2.CancelResponse(cancelled=await self._owners.forward_cancel(request.request_id))
+        return scheduler_pb2.CancelResponse(cancelled=await self.cancel_held(request.request_id))
+
+    async def cancel_held(self, request_id: str) -> bool:
+        """Cancels a request this replica holds; False when it is unknown here or already finished."""
+        scheduled = self._placement.find(request_id)
         if scheduled is None:
-            return scheduler_pb2.CancelResponse(cancelled=False)
+            return False
         running = self._placement.withdraw(scheduled)
         if running is None:
-            return scheduler_pb2.CancelResponse(cancelled=True)
+            return True
         try:
             reply = await self._pool.stub(running.worker_id).Abort(
-                worker_pb2.AbortRequest(request_id=request.request_id), timeout=5, metadata=trace_metadata())
+                worker_pb2.AbortRequest(request_id=request_id), timeout=5, metadata=trace_metadata())
         except (KeyError, grpc.aio.AioRpcError) as error:
             raise Unavailable(f"could not reach worker {running.worker_id} to abort: {error}; retry") from error
-        return scheduler_pb2.CancelResponse(cancelled=reply.aborted)
+        return bool(reply.aborted)
 
     async def SubmitApplication(self, request: scheduler_pb2.SubmitApplicationRequest,
                                 context: grpc.aio.ServicerContext) -> scheduler_pb2.SubmitApplicationResponse:

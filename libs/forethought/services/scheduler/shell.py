@@ -6,7 +6,9 @@ per-model global queue ordered by ``--policy`` and are placed by ``--router`` (E
 worker has room. Application runs (Hermes) take their steps' ranks from the demand service, re-ranked
 every ``--rank-refresh-s`` while they wait, and its prewarm decisions are sent to the workers. With
 ``--tenants-file`` every call needs a tenant's bearer token and ``Generate`` keeps the tenant's quotas
-(docs/access.md). The decisions are ``forethought.scheduling``; this package does the I/O.
+(docs/access.md). Replicas share Redis: each records the requests it holds there, so a ``Cancel`` sent
+to another replica is forwarded to the holder (``owners``). The decisions are ``forethought.scheduling``;
+this package does the I/O.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from forethought.rpc.server import ServiceSpec, cancel_tasks
 from forethought.scheduling import Dispatcher, WorkerSlots
 from forethought.services.scheduler.applications import ApplicationRuns
 from forethought.services.scheduler.forecasts import ForecastClient
+from forethought.services.scheduler.owners import RequestOwners
 from forethought.services.scheduler.placement import PlacementLoop
 from forethought.services.scheduler.pool import WorkerPool
 from forethought.services.scheduler.requests import PromptTokens
@@ -148,6 +151,8 @@ class SchedulerShell:
         self._applications: ApplicationRuns | None = None
         self._prompt_tokens: PromptTokens | None = None
         self._forecasts: ForecastClient | None = None
+        self._owners = RequestOwners(self._redis, settings.namespace)
+        self._servicer: SchedulerServicer | None = None
 
     def register(self, server: grpc.aio.Server) -> None:
         tokenizer = tokenizer_pb2_grpc.TokenizerServiceStub(self._tokenizer_channel) if self._tokenizer_channel else None
@@ -163,7 +168,9 @@ class SchedulerShell:
             self._pool, self._registry, self.placement, self._forecasts,
             self._prompt_tokens, self._applications,
             self._settings.block_size, self._settings.heartbeat_ttl_s, self._settings.resume_streams, self._settings.max_resumes,
+            self._owners,
         )
+        self._servicer = servicer
         shared = SharedRates(self._redis, self._settings.namespace) if self._settings.shared_quotas else None
         gated = (servicer if self._tenants is None
                  else TenantGate(servicer, self._tenants, QuotaLedger(time.monotonic), shared))
@@ -180,6 +187,8 @@ class SchedulerShell:
             asyncio.create_task(self.placement.run()),
             asyncio.create_task(self._every(self._settings.registry_poll_s, self._refresh_workers, "reading the worker registry")),
             asyncio.create_task(self._every(self._settings.sweep_interval_s, self._sweep, "sweeping the prefix index")),
+            asyncio.create_task(self._every(10.0, self._owners.refresh, "renewing the records of the requests held here")),
+            asyncio.create_task(self._every(1.0, self._serve_cancels, "answering cancels forwarded by other replicas")),
         ]
         if self._demand_channel is not None:
             self._tasks += [
@@ -220,6 +229,11 @@ class SchedulerShell:
         assert self._applications is not None
         assert self._prompt_tokens is not None
         await self._applications.prewarm_from_decisions(self._pool, self._settings.lora_root, self._prompt_tokens.of_text)
+
+    async def _serve_cancels(self) -> None:
+        """Answers forwarded cancels until Redis fails; the caller subscribes again a second later."""
+        assert self._servicer is not None
+        await self._owners.serve_cancels(self._servicer.cancel_held)
 
     async def _sweep(self) -> None:
         dead = await self._index.sweep_dead_workers()
