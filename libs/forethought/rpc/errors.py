@@ -91,15 +91,28 @@ class ResourceExhausted(ServiceError):
         self.retry_after_s = retry_after_s
 
     def detail(self) -> error_details_pb2.RetryInfo:
-        delay = duration_pb2.Duration()
-        delay.FromNanoseconds(round(self.retry_after_s * 1e9))
-        return error_details_pb2.RetryInfo(retry_delay=delay)
+        return retry_info(self.retry_after_s)
 
 
 class Unavailable(ServiceError):
-    """A dependency is down or the work was lost mid-way; the message says whether to retry."""
+    """A dependency is down or the work was lost mid-way; the message says whether to retry, and
+    ``retry_after_s``, when given, when (sent as ``RetryInfo``)."""
 
     code = grpc.StatusCode.UNAVAILABLE
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+    def detail(self) -> error_details_pb2.RetryInfo | None:
+        return None if self.retry_after_s is None else retry_info(self.retry_after_s)
+
+
+def retry_info(seconds: float) -> error_details_pb2.RetryInfo:
+    """The ``RetryInfo`` detail asking a caller to wait ``seconds`` before retrying."""
+    delay = duration_pb2.Duration()
+    delay.FromNanoseconds(round(seconds * 1e9))
+    return error_details_pb2.RetryInfo(retry_delay=delay)
 
 
 def service_error_of(error: Exception) -> Exception:

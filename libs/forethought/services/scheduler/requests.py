@@ -12,6 +12,8 @@ from forethought.domain import (
 )
 from forethought.rpc import convert
 from forethought.rpc.errors import NotFound, Unavailable
+from forethought.scheduling import DependencyHealth
+from forethought.services.scheduler.dependency_reports import record_outcome
 from forethought.services.scheduler.forecasts import ForecastPrompt
 from forethought.telemetry.tracing import trace_metadata
 from forethought.v1 import (
@@ -80,12 +82,22 @@ def health_of(state: str, age_s: float, ttl_s: float) -> int:
     return scheduler_pb2.WORKER_HEALTH_SERVING
 
 
+TOKENIZER_RETRY_S = 1.0
+"""The wait a text prompt refused while the tokenizer is down asks for (``RetryInfo``): about its restart's scale."""
+
+
 class PromptTokens:
-    """Token ids of a prompt: given, or from the tokenizer service (with a timeout)."""
+    """Token ids of a prompt: given, or from the tokenizer service (with a timeout).
+
+    While the tokenizer is down a text or chat prompt is refused before it is accepted, with UNAVAILABLE and
+    ``RetryInfo`` (the client library waits and retries); the degraded gauge and one log line mark each
+    change of state. Token-id prompts are served throughout.
+    """
 
     def __init__(self, tokenizer: tokenizer_pb2_grpc.TokenizerServiceStub | None, timeout_s: float) -> None:
         self._tokenizer = tokenizer
         self._timeout_s = timeout_s
+        self.health = DependencyHealth("tokenizer", configured=True)
 
     async def of(self, request: scheduler_pb2.GenerateRequest) -> list[int]:
         which = request.WhichOneof("prompt")
@@ -100,15 +112,24 @@ class PromptTokens:
                         model=request.model, messages=request.chat.messages, add_generation_prompt=True),
                     timeout=self._timeout_s, metadata=trace_metadata(),
                 )
-                return list(reply.token_ids)
-            tokenized = await self._tokenizer.Tokenize(
-                tokenizer_pb2.TokenizeRequest(model=request.model, texts=[request.text]), timeout=self._timeout_s,
-                metadata=trace_metadata())
+                token_ids = list(reply.token_ids)
+            else:
+                tokenized = await self._tokenizer.Tokenize(
+                    tokenizer_pb2.TokenizeRequest(model=request.model, texts=[request.text]), timeout=self._timeout_s,
+                    metadata=trace_metadata())
+                token_ids = list(tokenized.token_ids[0].ids)
         except grpc.aio.AioRpcError as error:
             if error.code() == grpc.StatusCode.NOT_FOUND:
                 raise NotFound(f"model: {error.details()}") from error
-            raise Unavailable(f"tokenizer failed: {error.details()}; retry") from error
-        return list(tokenized.token_ids[0].ids)
+            self._record(False, f"{error.code().name}: {error.details()}")
+            raise Unavailable(f"tokenizer unavailable ({error.code().name}: {error.details()}); retry in "
+                              f"{TOKENIZER_RETRY_S:g} s, or send token_ids", TOKENIZER_RETRY_S) from error
+        self._record(True)
+        return token_ids
+
+    def _record(self, ok: bool, error: str = "") -> None:
+        record_outcome(self.health, ok, error, "tokenizer unavailable ({error}): degraded, text and chat prompts are "
+                       "refused with UNAVAILABLE and RetryInfo, token-id prompts served", "tokenizer reachable again")
 
     async def of_text(self, model: str, text: str) -> list[int]:
         """The tokens of ``text`` as ``model`` reads it."""
