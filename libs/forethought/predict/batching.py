@@ -7,6 +7,7 @@ are waiting); one batch runs at a time in a worker thread, so calls arriving mea
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 
 from forethought.predict.history import (
@@ -35,8 +36,11 @@ class BatchingPredictor:
         max_batch: int = 32,
         max_wait_s: float = 0.005,
         max_prompt_chars: int = MAX_PROMPT_CHARS,
+        on_forward: Callable[[float, int], None] | None = None,
     ) -> None:
+        """``on_forward(seconds, prompts)`` is told each successful forward's time and size (the service's latency metric)."""
         self._predict_batch = predict_batch
+        self._on_forward = on_forward
         self._max_batch = max_batch
         self._max_wait_s = max_wait_s
         self._max_prompt_chars = max_prompt_chars
@@ -95,6 +99,7 @@ class BatchingPredictor:
 
     async def _run(self, batch: list[Waiting]) -> None:
         async with self._one_forward_at_a_time:
+            started = time.perf_counter()
             try:
                 forecasts = await asyncio.to_thread(
                     self._predict_batch, [prompt for prompt, _, _, _ in batch], [history for _, history, _, _ in batch],
@@ -105,6 +110,8 @@ class BatchingPredictor:
                     if not future.done():
                         future.set_exception(error)
                 return
+            if self._on_forward is not None:
+                self._on_forward(time.perf_counter() - started, len(batch))
         for (_, _, _, future), forecast in zip(batch, forecasts):
             if not future.done():
                 future.set_result(forecast)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import urllib.request
 import zipfile
 
 import grpc
 import pytest
 from forethought.v1 import predictor_pb2, predictor_pb2_grpc
+from prometheus_client.parser import text_string_to_metric_families
 
 PROMPTS = ["Write a haiku about autumn.", "Explain, step by step, how a compiler turns source code into machine code."]
 
@@ -121,3 +124,31 @@ def test_forecasts_are_for_the_requests_model_and_an_unseen_model_learns_from_ob
         reply = predictor_pb2_grpc.PredictorServiceStub(channel).Predict(
             predictor_pb2.PredictRequest(prompts=[prompt], model="newcomer"), timeout=60)
     assert abs(reply.forecasts[0].mean - after) < 1e-3 * after
+
+
+def scrape(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Every sample of the exposition, keyed by (name, labels)."""
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    return {(sample.name, frozenset(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def test_the_forecast_latency_is_scraped_per_batch_and_per_prompt(start_service, quick_artifact):
+    service = start_service("predictor", "--model-dir", str(quick_artifact), "--metrics-port", "0", timeout_s=120)
+    found = re.search(r"metrics on (http://\S+/metrics)", service.log())
+    assert found, f"the predictor logged no metrics address:\n{service.log()}"
+    with grpc.insecure_channel(service.address) as channel:
+        stub = predictor_pb2_grpc.PredictorServiceStub(channel)
+        stub.Predict(predictor_pb2.PredictRequest(prompts=PROMPTS), timeout=60)
+        stub.Predict(predictor_pb2.PredictRequest(prompts=[PROMPTS[0]]), timeout=60)
+        with pytest.raises(grpc.RpcError):  # refused before it reaches the model: no forecast to time
+            stub.Predict(predictor_pb2.PredictRequest(prompts=[" "]), timeout=60)
+    samples = scrape(found.group(1))
+
+    def histogram(scope: str, part: str) -> float:
+        return samples[(f"forethought_predictor_forecast_seconds_{part}", frozenset({("scope", scope)}))]
+
+    assert histogram("prompt", "count") == 3
+    assert 1 <= histogram("batch", "count") <= 3  # the two prompts of one call may share a forward
+    assert samples[("forethought_predictor_batch_prompts_sum", frozenset())] == 3
+    assert 0 < histogram("batch", "sum") <= histogram("prompt", "sum")  # a prompt's time holds its batch's forward

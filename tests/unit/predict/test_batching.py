@@ -48,6 +48,22 @@ async def test_a_full_batch_is_dispatched_without_waiting_and_the_rest_follows()
     assert [r.mean for r in results] == [2.0] * 10
 
 
+async def test_each_forward_reports_its_time_and_size_and_a_failed_one_none() -> None:
+    reported: list[tuple[float, int]] = []
+    recording = RecordingBatch()
+    batching = BatchingPredictor(recording, max_batch=4, max_wait_s=0.01, on_forward=lambda s, n: reported.append((s, n)))
+    await batching.predict_many([f"p{index}" for index in range(6)])
+    assert [size for _, size in reported] == [4, 2] and all(seconds > 0 for seconds, _ in reported)
+
+    def failing(prompts: list[str], histories: list[ConversationHistory], models: list[str]) -> list[LengthForecast]:
+        raise RuntimeError("backbone gone")
+
+    broken = BatchingPredictor(failing, on_forward=lambda s, n: reported.append((s, n)))
+    with pytest.raises(RuntimeError):
+        await broken.predict("p")
+    assert len(reported) == 2
+
+
 async def test_invalid_prompt_fails_alone_before_batching() -> None:
     recording = RecordingBatch()
     batching = BatchingPredictor(recording, max_prompt_chars=10)

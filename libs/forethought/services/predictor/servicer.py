@@ -6,6 +6,7 @@ Forecasts and observations are for the request's served model (empty: the defaul
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import grpc
@@ -19,6 +20,7 @@ from forethought.predict import (
 )
 from forethought.predict.artifact import artifact_problem
 from forethought.rpc.errors import FailedPrecondition
+from forethought.services.predictor.metrics import observe_prompts
 from forethought.v1 import predictor_pb2, predictor_pb2_grpc
 
 MAX_PROMPTS = 64
@@ -48,7 +50,9 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
         require(1 <= len(request.prompts) <= MAX_PROMPTS, "prompts", f"must hold 1..{MAX_PROMPTS} prompts")
         require(len(request.model) <= MAX_MODEL_CHARS, "model", f"must be at most {MAX_MODEL_CHARS} characters")
         histories = [history_from_proto(history) for history in request.histories] or None
+        started = time.perf_counter()
         forecasts = await self._batching.predict_many(list(request.prompts), histories, request.model)
+        observe_prompts(time.perf_counter() - started, len(forecasts))
         return predictor_pb2.PredictResponse(
             forecasts=[distribution_to_proto(forecast) for forecast in forecasts], model_version=str(self._predictor.version)
         )

@@ -19,6 +19,7 @@ from forethought.predict import (
 from forethought.predict.artifact import artifact_problem
 from forethought.predict.shipped import resolve_predictor
 from forethought.rpc.server import PlainService, ServiceSpec
+from forethought.services.predictor.metrics import observe_batch
 from forethought.services.predictor.servicer import PredictorServicer
 from forethought.v1 import predictor_pb2_grpc
 
@@ -49,7 +50,8 @@ def build(settings: Settings) -> PlainService:
     log.info("forecasting with the %s", choice.description)
     observations = Path(settings.observations_path).expanduser() if settings.observations_path else None
     predictor = Predictor.load(choice.directory, observations_path=observations)
-    batching = BatchingPredictor(predictor.predict, max_batch=settings.max_batch, max_wait_s=settings.max_wait_ms / 1000)
+    batching = BatchingPredictor(predictor.predict, max_batch=settings.max_batch, max_wait_s=settings.max_wait_ms / 1000,
+                                 on_forward=observe_batch)
     return PlainService(
         "forethought.v1.PredictorService", predictor_pb2_grpc.add_PredictorServiceServicer_to_server,
         PredictorServicer(predictor, batching),
