@@ -224,24 +224,53 @@ class BidirectionalBlockManager:
         ancestors: an unreferenced node has only unreferenced descendants, and every block the cache counts
         as evictable can be evicted (leaves first) when ``free_capacity`` promised it.
         """
+        return self.seal_chain(request_id, start, (block_hash,), parent_hash, token_ids)[0]
+
+    def seal_chain(
+        self, request_id: str, start: int, block_hashes: Sequence[int], parent_hash: int, token_ids: Sequence[int]
+    ) -> list[SealOutcome]:
+        """``seal`` of consecutive blocks from ``start`` (``token_ids`` their tokens), each the parent of the
+        next, up to and including the first refusal; their outcomes. One pass: after the first block the
+        parent is the block just sealed, which the request now reads, so only the first parent is checked."""
+        size, cache = self.block_size, self._cache
         segments = self._segments.get(request_id, [])
-        segment = self._whole_block_at(segments, start)
-        if (self._cache is None or segment is None or segment.side == SEALED
-                or not self._reads(segments, start - self.block_size, parent_hash)):
-            return _REFUSED  # not a private whole block, or the parent is not read
-        block = self._blocks[segment.block_id]
-        self._set_count(block, segment.side, 0)
-        block.owners = [None, None]
-        segment.side = SEALED
-        if block_hash in self._cache:
-            segment.block_id = self._cache.acquire(block_hash).block_id
-            self._reindex(block)
-            return _SHARED
-        block.sealed_hash = block_hash
-        self._num_sealed += 1
-        self._unindex(block.block_id)
-        self._cache.insert(block_hash, parent_hash, block.block_id, token_ids)
-        return _STORED
+        if cache is None or not self._reads(segments, start - size, parent_hash):
+            return [_REFUSED]  # no cache, or the parent is not read
+        blocks, side_slots, free, table = self._blocks, self._side_slots, self._free, self._preemption_table
+        outcomes: list[SealOutcome] = []
+        stored: list[int] = []
+        for offset, block_hash in enumerate(block_hashes):
+            position = start + offset * size
+            index = position // size
+            segment = segments[index] if index < len(segments) else None  # where a whole-block prefix puts it
+            if segment is None or segment.start != position or segment.count != size:
+                segment = self._whole_block_at(segments, position)
+            if segment is None or segment.side == SEALED:
+                outcomes.append(_REFUSED)  # not a private whole block
+                break
+            block = blocks[segment.block_id]
+            side = segment.side
+            side_slots[side] -= block.counts[side]
+            block.counts[side] = 0
+            block.owners = [None, None]
+            segment.side = SEALED
+            if block_hash in cache:
+                segment.block_id = cache.acquire(block_hash).block_id
+                self._reindex(block)
+                outcomes.append(_SHARED)
+            else:
+                block_id = block.block_id
+                block.sealed_hash = block_hash
+                table.pop(block_id, None)  # a sealed block leaves every index; the candidate sets after the loop
+                free.pop(block_id, None)
+                stored.append(block_id)
+                cache.insert(block_hash, parent_hash, block_id, tuple(token_ids[offset * size:(offset + 1) * size]))
+                outcomes.append(_STORED)
+            parent_hash = block_hash
+        self._num_sealed += len(stored)
+        self._be_shareable.discard_all(stored)
+        self._rt_preemptible.discard_all(stored)
+        return outcomes
 
     def release(self, request_id: str) -> None:
         """Frees every slot of the request; its sealed blocks stay cached, tail first in LRU order."""
@@ -352,10 +381,19 @@ class BidirectionalBlockManager:
         """Fills one unused block after another with ``count``'s whole blocks: what ``_open_side`` does
         block by block, in one pass (the bulk of a long prefill). A full block has no empty slots, so only
         a BE one joins a candidate set (FindPreemptBlock's)."""
-        size, blocks = self.block_size, self._blocks
+        size, blocks, free, cache = self.block_size, self._blocks, self._free, self._cache
         segments = self._segments.setdefault(request_id, [])
-        taken = 0
-        while count - taken >= size and (block_id := self._unused_block(result)) is not None:
+        taken = evicted = 0
+        while count - taken >= size:
+            if free:  # what _unused_block does, inline
+                block_id = free.popitem(last=False)[0]
+            elif cache is not None and (node := cache.evict_lru()) is not None:
+                block_id = node.block_id
+                blocks[block_id].sealed_hash = None
+                result.evicted.append(node.block_hash)
+                evicted += 1
+            else:
+                break
             block = blocks[block_id]
             block.owners[side] = request_id
             block.counts[side] = size
@@ -363,6 +401,7 @@ class BidirectionalBlockManager:
             if side == BE_SIDE:
                 self._rt_preemptible.add(block_id, 0, size)
             taken += size
+        self._num_sealed -= evicted
         self._side_slots[side] += taken
         self._add_gpu_tokens(request_id, taken)
         return taken
@@ -510,13 +549,6 @@ class BidirectionalBlockManager:
                 self._be_shareable.discard(block_id)
         elif block_id in self._rt_preemptible:
             self._rt_preemptible.add(block_id, empty, block.counts[BE_SIDE])
-
-    def _unindex(self, block_id: int) -> None:
-        """``_reindex`` of a block just sealed: owned by no side, it is in no candidate set, table or free list."""
-        self._preemption_table.pop(block_id, None)
-        self._free.pop(block_id, None)
-        self._be_shareable.discard(block_id)
-        self._rt_preemptible.discard(block_id)
 
     def _reindex(self, block: KVBlock) -> None:
         """Keeps the free list, the FindBlock/FindPreemptBlock candidate sets and the table in step."""

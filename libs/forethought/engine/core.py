@@ -235,11 +235,14 @@ class EngineCore:
         size = self.config.block_size
         hashes = request.prompt_block_hashes
         computed = min(request.num_computed_tokens, request.num_prompt_tokens) // size
+        first, stop = request.num_hashed_blocks, min(computed, len(hashes))
+        if first >= stop:
+            return
+        outcomes = self.block_manager.seal_chain(
+            request.request_id, first * size, hashes[first:stop], hashes[first - 1] if first else ROOT_PARENT,
+            request.prompt_token_ids[first * size : stop * size])
         run: list[int] = []
-        for index in range(request.num_hashed_blocks, min(computed, len(hashes))):
-            parent = hashes[index - 1] if index else ROOT_PARENT
-            tokens = request.prompt_token_ids[index * size : (index + 1) * size]
-            outcome = self.block_manager.seal(request.request_id, index * size, hashes[index], parent, tokens)
+        for index, outcome in enumerate(outcomes, first):
             if outcome is _REFUSED:
                 request.num_hashed_blocks = len(hashes)  # the chain broke: later blocks would be unreachable
                 break

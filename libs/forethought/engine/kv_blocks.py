@@ -6,7 +6,7 @@ the FindBlock / FindPreemptBlock candidate sets with running sums of their slots
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from forethought.domain import ServiceClass
@@ -34,7 +34,7 @@ class SealOutcome(enum.Enum):
         return self is not SealOutcome.REFUSED
 
 
-@dataclass
+@dataclass(slots=True)
 class KVBlock:
     block_id: int
     owners: list[str | None] = field(default_factory=lambda: [None, None])
@@ -49,7 +49,7 @@ class KVBlock:
         return self.sealed_hash is None and self.owners[0] is None and self.owners[1] is None
 
 
-@dataclass
+@dataclass(slots=True)
 class Segment:
     """Token positions ``[start, start + count)`` of one request, held on one side of one block."""
 
@@ -124,6 +124,17 @@ class CandidateBlocks:
         self._members[block_id] = (empty, be_slots)
         self.empty_slots += empty - old_empty
         self.be_slots += be_slots - old_be_slots
+
+    def discard_all(self, block_ids: Iterable[int]) -> None:
+        """``discard`` of each block, in one pass."""
+        members = self._members
+        if not members:
+            return
+        for block_id in block_ids:
+            counted = members.pop(block_id, None)
+            if counted is not None:
+                self.empty_slots -= counted[0]
+                self.be_slots -= counted[1]
 
     def discard(self, block_id: int) -> None:
         counted = self._members.pop(block_id, None)

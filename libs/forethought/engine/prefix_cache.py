@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 
-@dataclass
+@dataclass(slots=True)
 class CachedBlock:
     """One radix-tree node: a sealed block holding ``token_ids`` after the prefix ``parent_hash``."""
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import cast
 
 import numpy as np
 
@@ -33,19 +32,41 @@ class TokenSegment:
     length: int
 
     def token_ids(self) -> list[int]:
-        if self.length <= 0:
-            return []
-        seed = (zlib.crc32(self.namespace.encode()), self.key)
-        rng = np.random.default_rng(seed)
-        return cast(list[int], rng.integers(VOCAB_LOW, VOCAB_HIGH, self.length).tolist())
+        return list(expand_segments((self,)))
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer on unsigned 64-bit words (wrapping arithmetic)."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    mixed: np.ndarray = x ^ (x >> np.uint64(31))
+    return mixed
+
+
+def _stream_seed(segment: TokenSegment) -> int:
+    return ((zlib.crc32(segment.namespace.encode()) << 32) ^ segment.key) & _MASK64
 
 
 def expand_segments(segments: Sequence[TokenSegment]) -> tuple[int, ...]:
-    """The token ids of a prompt made of ``segments``, in order."""
-    token_ids: list[int] = []
-    for segment in segments:
-        token_ids.extend(segment.token_ids())
-    return tuple(token_ids)
+    """The token ids of a prompt made of ``segments``, in order.
+
+    Token ``i`` of a stream is a SplitMix64 hash of (stream seed, ``i``): a counter-based generator, so the
+    whole prompt is one vectorized pass instead of a seeded generator per segment (a Mooncake prompt has
+    some 24 segments of 512 tokens).
+    """
+    kept = [segment for segment in segments if segment.length > 0]
+    if not kept:
+        return ()
+    lengths = np.array([segment.length for segment in kept], dtype=np.int64)
+    starts = np.cumsum(lengths) - lengths
+    seeds = _mix64(np.array([_stream_seed(segment) for segment in kept], dtype=np.uint64))
+    positions = (np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(starts, lengths)).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        words = _mix64(np.repeat(seeds, lengths) + positions * np.uint64(0x9E3779B97F4A7C15))
+    return tuple((words % np.uint64(VOCAB_HIGH - VOCAB_LOW) + np.uint64(VOCAB_LOW)).astype(np.int64).tolist())
 
 
 @dataclass(frozen=True)
