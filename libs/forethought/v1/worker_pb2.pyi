@@ -105,16 +105,20 @@ class PrewarmResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[PrewarmStatus, str]] = ..., warmup_s: _Optional[float] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class LoadModelRequest(_message.Message):
-    __slots__ = ("model",)
+    __slots__ = ("model", "tensor_parallel_size")
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_PARALLEL_SIZE_FIELD_NUMBER: _ClassVar[int]
     model: str
-    def __init__(self, model: _Optional[str] = ...) -> None: ...
+    tensor_parallel_size: int
+    def __init__(self, model: _Optional[str] = ..., tensor_parallel_size: _Optional[int] = ...) -> None: ...
 
 class LoadModelResponse(_message.Message):
-    __slots__ = ("load_s",)
+    __slots__ = ("load_s", "tensor_parallel_size")
     LOAD_S_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_PARALLEL_SIZE_FIELD_NUMBER: _ClassVar[int]
     load_s: float
-    def __init__(self, load_s: _Optional[float] = ...) -> None: ...
+    tensor_parallel_size: int
+    def __init__(self, load_s: _Optional[float] = ..., tensor_parallel_size: _Optional[int] = ...) -> None: ...
 
 class UnloadModelRequest(_message.Message):
     __slots__ = ("model",)

@@ -82,8 +82,12 @@ class VllmEngineOptions:
     """OpenMP threads of the ``uni`` executor on a CPU; 0: every usable CPU but one, as vLLM reserves."""
     engine_env: Mapping[str, str] = field(default_factory=dict)
     """Environment variables set while the engine starts, so its processes inherit them."""
+    tensor_parallel_size: int = 1
+    """Devices one replica of the model is split over (vLLM's ``tensor_parallel_size``; a GPU host)."""
 
     def __post_init__(self) -> None:
+        if self.tensor_parallel_size < 1:
+            raise ValueError(f"tensor_parallel_size must be >= 1, got {self.tensor_parallel_size}")
         if self.block_size % self.index_block_size:
             raise ValueError(
                 f"block_size {self.block_size} must be a multiple of index_block_size "
@@ -176,6 +180,7 @@ def engine_args(
         model=str(model_path),
         served_model_name=[options.model],
         max_model_len=options.max_model_len,
+        tensor_parallel_size=options.tensor_parallel_size,
         kv_cache_memory_bytes=int(options.kv_cache_gib * (1 << 30)),
         block_size=options.block_size,
         dtype=dtype,

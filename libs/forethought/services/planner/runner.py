@@ -8,8 +8,8 @@ worker's primary model only, so a model loaded for the job is reached directly).
 output tokens are written to the job store before the run counts it, and become the prompt tail of the
 requests that take it as input.
 
-NOTE: a replica is one worker: ``LoadModelRequest`` carries no tensor-parallel degree and no engine of this
-repository shards a model, so ``tp`` is the plan's, recorded and reported, not applied.
+A replica is one worker, loaded with the plan's ``tp`` (``LoadModelRequest.tensor_parallel_size``): vLLM
+splits the model over that many of the worker's GPUs; a worker with fewer devices refuses, naming the field.
 """
 
 from __future__ import annotations
@@ -126,8 +126,8 @@ class JobRunner:
             return
         starting = {name: plan for name, plan in placement.start}
         chosen = assign_replicas(self._run.running, sorted(records), self._workers)
-        for name in starting:
-            self._workers[name] = await self._load(name, chosen[name], records)
+        for name, plan in starting.items():
+            self._workers[name] = await self._load(name, plan.tp, chosen[name], records)
 
     async def _stop(self, name: str) -> None:
         for request_id, task in list(self._in_flight.items()):
@@ -143,19 +143,21 @@ class JobRunner:
             with contextlib.suppress(grpc.RpcError):
                 await self._stub(record).UnloadModel(worker_pb2.UnloadModelRequest(model=name), timeout=60)
 
-    async def _load(self, name: str, chosen: tuple[str, ...], records: dict[str, WorkerRecord]) -> tuple[str, ...]:
-        """Loads ``name`` on the chosen workers, trying the others for a worker that fails."""
+    async def _load(self, name: str, tp: int, chosen: tuple[str, ...], records: dict[str, WorkerRecord]) -> tuple[str, ...]:
+        """Loads ``name`` over ``tp`` devices on the chosen workers, trying the others for a worker that fails."""
         loaded: list[str] = []
         refusals: list[str] = []
         for worker_id in [*chosen, *(w for w in sorted(records) if w not in chosen)]:
             if len(loaded) == len(chosen):
                 break
             try:
-                reply = await self._stub(records[worker_id]).LoadModel(worker_pb2.LoadModelRequest(model=name), timeout=600)
+                reply = await self._stub(records[worker_id]).LoadModel(
+                    worker_pb2.LoadModelRequest(model=name, tensor_parallel_size=tp), timeout=600)
             except grpc.RpcError as error:
                 refusals.append(f"{worker_id}: {error.code().name} {error.details()}")
                 continue
-            log.info("job %s: %s loaded on %s in %.2f s", self._job_id, name, worker_id, reply.load_s)
+            log.info("job %s: %s loaded on %s (tensor parallel %d) in %.2f s", self._job_id, name, worker_id,
+                     reply.tensor_parallel_size, reply.load_s)
             loaded.append(worker_id)
         if not loaded:
             raise InvalidField(f"job.models[{name}]", "no worker could load it (" + ("; ".join(refusals) or "no live worker") + ")")

@@ -40,11 +40,14 @@ def require_servable(request: GenerationRequest, engine: EngineBackend) -> None:
 class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     """Streams generation from a loaded model's engine; the caller's cancel aborts the request there."""
 
-    def __init__(self, agent: PrewarmAgent, primary_model: str) -> None:
+    def __init__(self, agent: PrewarmAgent, primary_model: str, devices: int = 1) -> None:
         self.worker_id = ""  # known once the server listens
         self._agent = agent
         self._primary = primary_model
+        self._devices = devices
         self._live: dict[str, EngineBackend] = {}
+        self.tensor_parallel: dict[str, int] = {primary_model: 1}
+        """The tensor-parallel degree each model was loaded with; the engine factory reads it."""
 
     def _engine(self, model: str, field: str = "model") -> tuple[str, EngineBackend]:
         name = model or self._primary
@@ -107,8 +110,17 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
 
     async def LoadModel(self, request: worker_pb2.LoadModelRequest, context: grpc.aio.ServicerContext) -> worker_pb2.LoadModelResponse:
         require(bool(request.model), "model", "must be non-empty")
+        tp = request.tensor_parallel_size or 1
+        require(1 <= tp <= self._devices, "tensor_parallel_size",
+                f"must be 0 (one device) or 1..{self._devices}: this worker has {self._devices} device(s)")
+        held = self.tensor_parallel.get(request.model)
+        if held is not None and held != tp and (request.model == self._primary or request.model in self._agent.lifecycle.loaded()):
+            raise FailedPrecondition(f"tensor_parallel_size: {request.model!r} runs on this worker with {held}, "
+                                     f"not {tp}; unload it first")
+        self.tensor_parallel[request.model] = tp
+        # NOTE: this call's wait (0 when the model runs already), not the model's last load time.
         waited = await self._agent.lifecycle.load(request.model)
-        return worker_pb2.LoadModelResponse(load_s=self._agent.lifecycle.load_seconds.get(request.model, waited))
+        return worker_pb2.LoadModelResponse(load_s=waited, tensor_parallel_size=tp)
 
     async def UnloadModel(
         self, request: worker_pb2.UnloadModelRequest, context: grpc.aio.ServicerContext

@@ -61,6 +61,8 @@ class Settings(ServiceSettings):
     sim_profile: str = option("smollm2-135m-cpu2", "cost-model profile of the sim engine (docs/costmodel.md)")
     sim_speedup: float = option(1.0, "sim engine: modelled time is divided by this")
     sim_kv_blocks: int = option(2048, "sim and null engines: KV blocks of 16 tokens")
+    devices: int = option(0, "devices LoadModel's tensor_parallel_size may split a model over; 0 = the GPUs vLLM "
+                          "sees (1 on a CPU), 8 for sim and null (a simulated node)")
     vllm_kv_cache_gib: float = option(1.0, "vLLM on CPU: KV cache space in GiB")
     vllm_max_model_len: int = option(2048, "vLLM: longest prompt plus output, in tokens")
     vllm_dtype: str = option(
@@ -86,12 +88,31 @@ class Settings(ServiceSettings):
             raise ConfigError("vllm_dtype", f"must be one of {VLLM_DTYPES}", self.vllm_dtype)
         if self.sim_speedup <= 0:
             raise ConfigError("sim_speedup", "must be > 0", self.sim_speedup)
+        if self.devices < 0:
+            raise ConfigError("devices", "must be >= 0", self.devices)
         if self.prewarm_ttl_s <= 0:
             raise ConfigError("prewarm_ttl_s", "must be > 0", self.prewarm_ttl_s)
 
 
-def build_engine(settings: Settings, model: str) -> EngineBackend:
-    """An engine of the configured kind serving ``model``; heavy packages are imported only when chosen."""
+SIMULATED_DEVICES = 8
+"""Devices a sim or null worker accepts for tensor parallelism by default: a simulated 8-GPU node."""
+
+
+def worker_devices(settings: Settings) -> int:
+    """``settings.devices``, or for 0 the GPUs a vLLM worker sees (1 on a CPU) and a simulated node's 8."""
+    if settings.devices:
+        return settings.devices
+    if settings.engine != "vllm":
+        return SIMULATED_DEVICES
+    import torch
+
+    return max(1, torch.cuda.device_count())
+
+
+def build_engine(settings: Settings, model: str, tensor_parallel_size: int = 1) -> EngineBackend:
+    """An engine of the configured kind serving ``model`` over ``tensor_parallel_size`` devices (vLLM applies
+    it; the sim and null engines run it as one, the worker reports it); heavy packages are imported only when
+    chosen."""
     if settings.engine == "vllm":
         from forethought.backends.vllm.backend import (
             VllmEngineBackend,
@@ -106,6 +127,7 @@ def build_engine(settings: Settings, model: str) -> EngineBackend:
         return VllmEngineBackend(VllmEngineOptions(
             model=model, kv_cache_gib=settings.vllm_kv_cache_gib, max_model_len=settings.vllm_max_model_len,
             dtype=settings.vllm_dtype, enable_lora=settings.vllm_enable_lora, scheduler_cls=scheduler_cls,
+            tensor_parallel_size=tensor_parallel_size,
         ))
     if settings.engine == "null":
         from forethought.backends.null import NullEngineBackend
@@ -134,10 +156,11 @@ class WorkerShell:
         self._index = RedisPrefixIndex(self._redis, settings.namespace)
         self._published = PublishedBlocks()
         self._publishing = asyncio.Lock()
-        lifecycle = lifecycle or ModelLifecycle(lambda model: build_engine(settings, model))
+        lifecycle = lifecycle or ModelLifecycle(
+            lambda model: build_engine(settings, model, self._servicer.tensor_parallel.get(model, 1)))
         tools = [ProcessPoolSandbox(), DockerContainerLauncher(settings.tool_container_image)]
         self._agent = PrewarmAgent(lifecycle, {tool.kind: tool for tool in tools}, ttl_s=settings.prewarm_ttl_s)
-        self._servicer = WorkerServicer(self._agent, settings.model)
+        self._servicer = WorkerServicer(self._agent, settings.model, worker_devices(settings))
         self._worker_id = settings.worker_id
         self._address = ""
         self._tasks: list[asyncio.Task[None]] = []
