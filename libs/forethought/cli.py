@@ -162,19 +162,20 @@ def _plan_request(job_file: JobFile, args: argparse.Namespace) -> planner_pb2.Pl
     from forethought.services.planner.servicer import job_to_proto
     from forethought.v1 import planner_pb2
 
-    return planner_pb2.PlanRequest(job=job_to_proto(job_file), seed=job_file.seed,
-                                   no_preemption=args.no_preemption, skip_baselines=args.no_baselines)
+    return planner_pb2.PlanRequest(job=job_to_proto(job_file), seed=job_file.seed, no_preemption=args.no_preemption,
+                                   skip_baselines=args.no_baselines, cost_profiles=args.profile)
 
 
 def _plan_locally(job_file: JobFile, args: argparse.Namespace) -> planner_pb2.PlanResponse:
     import time
 
     from forethought.planner.job_file import plan_job, resolve_cdfs
-    from forethought.services.planner.servicer import plans_to_proto
+    from forethought.services.planner.servicer import load_cost_profiles, plans_to_proto
     from forethought.services.planner.shell import castillo_loader
 
+    profiles = load_cost_profiles(args.profile)
     cdfs = resolve_cdfs(job_file, castillo_loader(""))
-    plans = plan_job(job_file, cdfs, time.perf_counter, not args.no_preemption, not args.no_baselines)
+    plans = plan_job(job_file, cdfs, time.perf_counter, not args.no_preemption, not args.no_baselines, profiles)
     return plans_to_proto(job_file.name, job_file.job, plans)
 
 
@@ -271,11 +272,16 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--local", action="store_true", help="plan in this process, without a planner service")
     plan.add_argument("--no-preemption", action="store_true", help="keep every started model on its plan to the end")
     plan.add_argument("--no-baselines", action="store_true", help="skip the Max- and Min-heuristics")
+    plan.add_argument("--profile", action="append", default=[], metavar="NAME",
+                      help="a calibrated cost profile (forethought calibrate), by name or path: the models of its shape "
+                           "are simulated with its fitted latency and load time; repeatable")
     plan.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the planner")
 
     commands.add_parser("run", help="plan a multi-LLM job file and run it on the workers (forethought run --help)",
                         add_help=False)
     commands.add_parser("app", help="run an application file against the mesh (forethought app run FILE; docs/applications.md)",
+                        add_help=False)
+    commands.add_parser("calibrate", help="profile a real engine and fit the planner's latency model (forethought calibrate --help)",
                         add_help=False)
     commands.add_parser("train-predictor", help="train the output-length predictor (forethought train-predictor --help)", add_help=False)
     bench = commands.add_parser("bench", help="run a named benchmark (forethought bench NAME --help)", add_help=False)
@@ -299,6 +305,10 @@ def main(argv: list[str] | None = None) -> int:
         from forethought.application_runner import main as app_main
 
         return app_main(argv[1:])
+    if argv[:1] == ["calibrate"]:
+        from forethought.calibrate_runner import main as calibrate_main
+
+        return calibrate_main(argv[1:])
     if argv[:1] == ["train-predictor"]:
         from forethought.predict.train import main as train_main
 

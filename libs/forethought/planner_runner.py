@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-tokens", type=int, default=0, help="caps every request's output (0: its own limit)")
     parser.add_argument("--max-prompt-tokens", type=int, default=0,
                         help="keeps the last this many prompt tokens, an engine's context (0: whole prompts)")
+    parser.add_argument("--profile", action="append", default=[], metavar="NAME",
+                        help="a calibrated cost profile (forethought calibrate) on the planner's host, by name or "
+                             "path: the plan's estimates for the models of its shape; repeatable")
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between progress reads")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for planning")
     return parser
@@ -67,7 +70,8 @@ async def run(args: argparse.Namespace) -> int:
     async with AsyncJobClient(planner_address(args.planner), timeout_s=args.timeout) as jobs:
         job_id = args.job_id if args.job_id and await jobs.planned(args.job_id) else ""
         if not job_id:
-            plan = await jobs.plan(job_file, job_id=args.job_id, preemption=not args.no_preemption)
+            plan = await jobs.plan(job_file, job_id=args.job_id, preemption=not args.no_preemption,
+                                   cost_profiles=args.profile)
             job_id = plan.job_id
             print(f"planned {job_id}: {plan.stages} stages, {plan.requests} requests, estimated "
                   f"{plan.estimated_makespan_s:.1f} s (searched in {plan.search_s:.2f} s)", flush=True)

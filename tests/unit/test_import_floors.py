@@ -21,7 +21,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("prewarm", "planner", "appsim"),
     ("services",),
     ("launcher", "client"),
-    ("application_runner", "planner_runner"),
+    ("application_runner", "planner_runner", "calibrate_runner"),
     ("cli",),
 )
 FLOOR_OF = {unit: level for level, units in enumerate(FLOORS) for unit in units}

@@ -7,7 +7,7 @@ requests. Channels, tokens and TLS are as ``AsyncForethoughtClient``'s (docs/cli
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,8 +95,10 @@ class AsyncJobClient(ChannelClient):
     def _metadata(self) -> tuple[tuple[str, str], ...]:
         return (*trace_metadata(), *self._credential)
 
-    async def plan(self, job: str | Path | JobFile, *, job_id: str = "", preemption: bool = True) -> JobPlan:
-        """Plans a job file (a path or a loaded ``JobFile``) under ``job_id`` (empty: the planner picks one).
+    async def plan(self, job: str | Path | JobFile, *, job_id: str = "", preemption: bool = True,
+                   cost_profiles: Sequence[str] = ()) -> JobPlan:
+        """Plans a job file (a path or a loaded ``JobFile``) under ``job_id`` (empty: the planner picks one),
+        with the calibrated ``cost_profiles`` (names or paths on the planner's host) for the models they fit.
 
         Raises:
             forethought.domain.InvalidField: the file breaks a rule (nothing was sent).
@@ -105,7 +107,7 @@ class AsyncJobClient(ChannelClient):
         job_file = job if isinstance(job, JobFile) else load_job_file(job)
         reply = await self._call(self._stub.Plan(planner_pb2.PlanRequest(
             job_id=job_id, job=job_to_proto(job_file), seed=job_file.seed, no_preemption=not preemption,
-            skip_baselines=True), timeout=self._timeout_s, metadata=self._metadata()))
+            skip_baselines=True, cost_profiles=list(cost_profiles)), timeout=self._timeout_s, metadata=self._metadata()))
         return JobPlan(reply.job_id, len(reply.stages), reply.requests, reply.estimated_makespan_s, reply.search_s)
 
     async def run(self, job_id: str, *, max_tokens: int = 0, max_prompt_tokens: int = 0, replan: bool = False) -> JobProgress:

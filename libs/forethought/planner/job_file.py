@@ -25,12 +25,12 @@ from forethought.documents import read_document
 from forethought.domain import InvalidField, require
 from forethought.planner.applications import chain_summary_job, ensembling_job, routing_job
 from forethought.planner.baselines import heuristic_plan
+from forethought.planner.calibration import CalibratedProfile, calibrated_cost_model
 from forethought.planner.job import Job, JobRequest, validate_job
 from forethought.planner.lengths import OutputLengthCDF
 from forethought.planner.plans import DevicePool, ModelNode
 from forethought.planner.schedule import ApplicationPlan
 from forethought.planner.search import samullm_plan
-from forethought.planner.stage_cost import CostModel
 
 MODEL_SHAPES: Mapping[str, tuple[ModelSpec, int]] = {
     spec.name: (spec, hidden) for spec, hidden in
@@ -123,14 +123,16 @@ class JobPlans:
 
 
 def plan_job(job_file: JobFile, cdfs: Mapping[str, OutputLengthCDF], clock: Callable[[], float],
-             preemption: bool = True, baselines: bool = True) -> JobPlans:
+             preemption: bool = True, baselines: bool = True,
+             profiles: Sequence[CalibratedProfile] = ()) -> JobPlans:
     """Plans ``job_file`` with Algorithm 1 and (``baselines``) the Max- and Min-heuristics; each method draws
     the output lengths from ``random.Random(job_file.seed)``, so all three plan the same work. They share
-    one cost model, so a model run one method simulated is not simulated again for the next (the
-    heuristics' ``simulations`` count only the runs new to them)."""
+    one cost model (calibrated ``profiles`` applied to the models of their shape), so a model run one method
+    simulated is not simulated again for the next (the heuristics' ``simulations`` count only the runs new
+    to them)."""
     job = job_file.job
     validate_job(job)  # NOTE: before the cost model, which walks the graph
-    cost = CostModel(job)
+    cost = calibrated_cost_model(job, profiles)
 
     def rng() -> random.Random:
         return random.Random(job_file.seed)

@@ -24,47 +24,47 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x66orethought/v1/planner.proto\x12\x0e\x66orethought.v1\"[\n\x08JobStage\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x0f\n\x07prompts\x18\x03 \x03(\t\x12\x12\n\nmax_tokens\x18\x04 \x01(\x05\x12\r\n\x05\x61\x66ter\x18\x05 \x03(\t\"\xc9\x01\n\x0bPlanRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12(\n\x06stages\x18\x02 \x03(\x0b\x32\x18.forethought.v1.JobStage\x12\x0c\n\x04gpus\x18\x03 \x01(\x05\x12\x0f\n\x07samples\x18\x04 \x01(\x05\x12$\n\x03job\x18\x05 \x01(\x0b\x32\x17.forethought.v1.PlanJob\x12\x0c\n\x04seed\x18\x06 \x01(\x04\x12\x15\n\rno_preemption\x18\x07 \x01(\x08\x12\x16\n\x0eskip_baselines\x18\x08 \x01(\x08\"\xcb\x01\n\x07PlanJob\x12\x0c\n\x04name\x18\x01 \x01(\t\x12)\n\x06models\x18\x02 \x03(\x0b\x32\x19.forethought.v1.PlanModel\x12\x30\n\x08requests\x18\x03 \x03(\x0b\x32\x1e.forethought.v1.PlanJobRequest\x12,\n\x07\x64\x65vices\x18\x04 \x01(\x0b\x32\x1b.forethought.v1.PlanDevices\x12\'\n\x05\x65\x64ges\x18\x05 \x03(\x0b\x32\x18.forethought.v1.PlanEdge\"\xb1\x01\n\tPlanModel\x12\x0c\n\x04name\x18\x01 \x01(\t\x12-\n\x05shape\x18\x02 \x01(\x0b\x32\x1e.forethought.v1.PlanModelShape\x12\x13\n\x0bmax_seq_len\x18\x03 \x01(\x05\x12\x19\n\x11max_output_tokens\x18\x04 \x01(\x05\x12\x1f\n\x17observed_output_lengths\x18\x05 \x03(\x05\x12\x16\n\x0e\x63\x61stillo_model\x18\x06 \x01(\t\"\x90\x01\n\x0ePlanModelShape\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06params\x18\x02 \x01(\x01\x12\x0e\n\x06layers\x18\x03 \x01(\x05\x12\x10\n\x08kv_heads\x18\x04 \x01(\x05\x12\x10\n\x08head_dim\x18\x05 \x01(\x05\x12\x17\n\x0f\x62ytes_per_param\x18\x06 \x01(\x05\x12\x13\n\x0bhidden_size\x18\x07 \x01(\x05\"q\n\x0ePlanJobRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x15\n\rprompt_tokens\x18\x03 \x01(\x05\x12\x0e\n\x06inputs\x18\x04 \x03(\t\x12\x15\n\routput_tokens\x18\x05 \x01(\x05\"E\n\x0bPlanDevices\x12\x10\n\x08hardware\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\x05\x12\x15\n\rtp_efficiency\x18\x03 \x01(\x01\"*\n\x08PlanEdge\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x0e\n\x06target\x18\x02 \x01(\t\"\x92\x01\n\x0e\x45xecutionStage\x12\x32\n\nplacements\x18\x01 \x03(\x0b\x32\x1e.forethought.v1.ModelPlacement\x12\x13\n\x0b\x65stimated_s\x18\x02 \x01(\x01\x12\x0f\n\x07start_s\x18\x03 \x01(\x01\x12\r\n\x05\x66lops\x18\x04 \x01(\x01\x12\x17\n\x0f\x66inished_models\x18\x05 \x03(\t\"?\n\x0eModelPlacement\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0c\n\x04gpus\x18\x02 \x01(\x05\x12\x10\n\x08replicas\x18\x03 \x01(\x05\"\xe9\x01\n\x0cPlanResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12.\n\x06stages\x18\x02 \x03(\x0b\x32\x1e.forethought.v1.ExecutionStage\x12\x1c\n\x14\x65stimated_makespan_s\x18\x03 \x01(\x01\x12 \n\x18\x62\x61seline_max_heuristic_s\x18\x04 \x01(\x01\x12 \n\x18\x62\x61seline_min_heuristic_s\x18\x05 \x01(\x01\x12\x10\n\x08search_s\x18\x06 \x01(\x01\x12\x13\n\x0bsimulations\x18\x07 \x01(\x05\x12\x10\n\x08requests\x18\x08 \x01(\x05\"[\n\nRunRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nmax_tokens\x18\x02 \x01(\x05\x12\x19\n\x11max_prompt_tokens\x18\x03 \x01(\x05\x12\x0e\n\x06replan\x18\x04 \x01(\x08\"a\n\x0bRunResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\'\n\x05state\x18\x02 \x01(\x0e\x32\x18.forethought.v1.JobState\x12\x19\n\x11\x66inished_requests\x18\x03 \x01(\x05\"3\n\rStatusRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\ninterval_s\x18\x02 \x01(\x01\"\xc2\x02\n\x0eStatusResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\'\n\x05state\x18\x02 \x01(\x0e\x32\x18.forethought.v1.JobState\x12\x19\n\x11\x66inished_requests\x18\x03 \x01(\x05\x12\x16\n\x0etotal_requests\x18\x04 \x01(\x05\x12\x11\n\telapsed_s\x18\x05 \x01(\x01\x12\x1d\n\x15\x65stimated_remaining_s\x18\x06 \x01(\x01\x12\r\n\x05stage\x18\x07 \x01(\x05\x12\x13\n\x0bstage_count\x18\x08 \x01(\x05\x12/\n\x07running\x18\t \x03(\x0b\x32\x1e.forethought.v1.ModelPlacement\x12.\n\x0bstage_times\x18\n \x03(\x0b\x32\x19.forethought.v1.StageTime\x12\r\n\x05\x65rror\x18\x0b \x01(\t\"A\n\tStageTime\x12\r\n\x05stage\x18\x01 \x01(\x05\x12\x13\n\x0b\x65stimated_s\x18\x02 \x01(\x01\x12\x10\n\x08\x61\x63tual_s\x18\x03 \x01(\x01*}\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x15\n\x11JOB_STATE_PLANNED\x10\x01\x12\x15\n\x11JOB_STATE_RUNNING\x10\x02\x12\x12\n\x0eJOB_STATE_DONE\x10\x03\x12\x14\n\x10JOB_STATE_FAILED\x10\x04\x32\xde\x01\n\x0ePlannerService\x12\x41\n\x04Plan\x12\x1b.forethought.v1.PlanRequest\x1a\x1c.forethought.v1.PlanResponse\x12>\n\x03Run\x12\x1a.forethought.v1.RunRequest\x1a\x1b.forethought.v1.RunResponse\x12I\n\x06Status\x12\x1d.forethought.v1.StatusRequest\x1a\x1e.forethought.v1.StatusResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x66orethought/v1/planner.proto\x12\x0e\x66orethought.v1\"[\n\x08JobStage\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x0f\n\x07prompts\x18\x03 \x03(\t\x12\x12\n\nmax_tokens\x18\x04 \x01(\x05\x12\r\n\x05\x61\x66ter\x18\x05 \x03(\t\"\xe0\x01\n\x0bPlanRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12(\n\x06stages\x18\x02 \x03(\x0b\x32\x18.forethought.v1.JobStage\x12\x0c\n\x04gpus\x18\x03 \x01(\x05\x12\x0f\n\x07samples\x18\x04 \x01(\x05\x12$\n\x03job\x18\x05 \x01(\x0b\x32\x17.forethought.v1.PlanJob\x12\x0c\n\x04seed\x18\x06 \x01(\x04\x12\x15\n\rno_preemption\x18\x07 \x01(\x08\x12\x16\n\x0eskip_baselines\x18\x08 \x01(\x08\x12\x15\n\rcost_profiles\x18\t \x03(\t\"\xcb\x01\n\x07PlanJob\x12\x0c\n\x04name\x18\x01 \x01(\t\x12)\n\x06models\x18\x02 \x03(\x0b\x32\x19.forethought.v1.PlanModel\x12\x30\n\x08requests\x18\x03 \x03(\x0b\x32\x1e.forethought.v1.PlanJobRequest\x12,\n\x07\x64\x65vices\x18\x04 \x01(\x0b\x32\x1b.forethought.v1.PlanDevices\x12\'\n\x05\x65\x64ges\x18\x05 \x03(\x0b\x32\x18.forethought.v1.PlanEdge\"\xb1\x01\n\tPlanModel\x12\x0c\n\x04name\x18\x01 \x01(\t\x12-\n\x05shape\x18\x02 \x01(\x0b\x32\x1e.forethought.v1.PlanModelShape\x12\x13\n\x0bmax_seq_len\x18\x03 \x01(\x05\x12\x19\n\x11max_output_tokens\x18\x04 \x01(\x05\x12\x1f\n\x17observed_output_lengths\x18\x05 \x03(\x05\x12\x16\n\x0e\x63\x61stillo_model\x18\x06 \x01(\t\"\x90\x01\n\x0ePlanModelShape\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06params\x18\x02 \x01(\x01\x12\x0e\n\x06layers\x18\x03 \x01(\x05\x12\x10\n\x08kv_heads\x18\x04 \x01(\x05\x12\x10\n\x08head_dim\x18\x05 \x01(\x05\x12\x17\n\x0f\x62ytes_per_param\x18\x06 \x01(\x05\x12\x13\n\x0bhidden_size\x18\x07 \x01(\x05\"q\n\x0ePlanJobRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x15\n\rprompt_tokens\x18\x03 \x01(\x05\x12\x0e\n\x06inputs\x18\x04 \x03(\t\x12\x15\n\routput_tokens\x18\x05 \x01(\x05\"E\n\x0bPlanDevices\x12\x10\n\x08hardware\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\x05\x12\x15\n\rtp_efficiency\x18\x03 \x01(\x01\"*\n\x08PlanEdge\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x0e\n\x06target\x18\x02 \x01(\t\"\x92\x01\n\x0e\x45xecutionStage\x12\x32\n\nplacements\x18\x01 \x03(\x0b\x32\x1e.forethought.v1.ModelPlacement\x12\x13\n\x0b\x65stimated_s\x18\x02 \x01(\x01\x12\x0f\n\x07start_s\x18\x03 \x01(\x01\x12\r\n\x05\x66lops\x18\x04 \x01(\x01\x12\x17\n\x0f\x66inished_models\x18\x05 \x03(\t\"?\n\x0eModelPlacement\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0c\n\x04gpus\x18\x02 \x01(\x05\x12\x10\n\x08replicas\x18\x03 \x01(\x05\"\xe9\x01\n\x0cPlanResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12.\n\x06stages\x18\x02 \x03(\x0b\x32\x1e.forethought.v1.ExecutionStage\x12\x1c\n\x14\x65stimated_makespan_s\x18\x03 \x01(\x01\x12 \n\x18\x62\x61seline_max_heuristic_s\x18\x04 \x01(\x01\x12 \n\x18\x62\x61seline_min_heuristic_s\x18\x05 \x01(\x01\x12\x10\n\x08search_s\x18\x06 \x01(\x01\x12\x13\n\x0bsimulations\x18\x07 \x01(\x05\x12\x10\n\x08requests\x18\x08 \x01(\x05\"[\n\nRunRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nmax_tokens\x18\x02 \x01(\x05\x12\x19\n\x11max_prompt_tokens\x18\x03 \x01(\x05\x12\x0e\n\x06replan\x18\x04 \x01(\x08\"a\n\x0bRunResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\'\n\x05state\x18\x02 \x01(\x0e\x32\x18.forethought.v1.JobState\x12\x19\n\x11\x66inished_requests\x18\x03 \x01(\x05\"3\n\rStatusRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\ninterval_s\x18\x02 \x01(\x01\"\xc2\x02\n\x0eStatusResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\'\n\x05state\x18\x02 \x01(\x0e\x32\x18.forethought.v1.JobState\x12\x19\n\x11\x66inished_requests\x18\x03 \x01(\x05\x12\x16\n\x0etotal_requests\x18\x04 \x01(\x05\x12\x11\n\telapsed_s\x18\x05 \x01(\x01\x12\x1d\n\x15\x65stimated_remaining_s\x18\x06 \x01(\x01\x12\r\n\x05stage\x18\x07 \x01(\x05\x12\x13\n\x0bstage_count\x18\x08 \x01(\x05\x12/\n\x07running\x18\t \x03(\x0b\x32\x1e.forethought.v1.ModelPlacement\x12.\n\x0bstage_times\x18\n \x03(\x0b\x32\x19.forethought.v1.StageTime\x12\r\n\x05\x65rror\x18\x0b \x01(\t\"A\n\tStageTime\x12\r\n\x05stage\x18\x01 \x01(\x05\x12\x13\n\x0b\x65stimated_s\x18\x02 \x01(\x01\x12\x10\n\x08\x61\x63tual_s\x18\x03 \x01(\x01*}\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x15\n\x11JOB_STATE_PLANNED\x10\x01\x12\x15\n\x11JOB_STATE_RUNNING\x10\x02\x12\x12\n\x0eJOB_STATE_DONE\x10\x03\x12\x14\n\x10JOB_STATE_FAILED\x10\x04\x32\xde\x01\n\x0ePlannerService\x12\x41\n\x04Plan\x12\x1b.forethought.v1.PlanRequest\x1a\x1c.forethought.v1.PlanResponse\x12>\n\x03Run\x12\x1a.forethought.v1.RunRequest\x1a\x1b.forethought.v1.RunResponse\x12I\n\x06Status\x12\x1d.forethought.v1.StatusRequest\x1a\x1e.forethought.v1.StatusResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'forethought.v1.planner_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_JOBSTATE']._serialized_start=2195
-  _globals['_JOBSTATE']._serialized_end=2320
+  _globals['_JOBSTATE']._serialized_start=2218
+  _globals['_JOBSTATE']._serialized_end=2343
   _globals['_JOBSTAGE']._serialized_start=48
   _globals['_JOBSTAGE']._serialized_end=139
   _globals['_PLANREQUEST']._serialized_start=142
-  _globals['_PLANREQUEST']._serialized_end=343
-  _globals['_PLANJOB']._serialized_start=346
-  _globals['_PLANJOB']._serialized_end=549
-  _globals['_PLANMODEL']._serialized_start=552
-  _globals['_PLANMODEL']._serialized_end=729
-  _globals['_PLANMODELSHAPE']._serialized_start=732
-  _globals['_PLANMODELSHAPE']._serialized_end=876
-  _globals['_PLANJOBREQUEST']._serialized_start=878
-  _globals['_PLANJOBREQUEST']._serialized_end=991
-  _globals['_PLANDEVICES']._serialized_start=993
-  _globals['_PLANDEVICES']._serialized_end=1062
-  _globals['_PLANEDGE']._serialized_start=1064
-  _globals['_PLANEDGE']._serialized_end=1106
-  _globals['_EXECUTIONSTAGE']._serialized_start=1109
-  _globals['_EXECUTIONSTAGE']._serialized_end=1255
-  _globals['_MODELPLACEMENT']._serialized_start=1257
-  _globals['_MODELPLACEMENT']._serialized_end=1320
-  _globals['_PLANRESPONSE']._serialized_start=1323
-  _globals['_PLANRESPONSE']._serialized_end=1556
-  _globals['_RUNREQUEST']._serialized_start=1558
-  _globals['_RUNREQUEST']._serialized_end=1649
-  _globals['_RUNRESPONSE']._serialized_start=1651
-  _globals['_RUNRESPONSE']._serialized_end=1748
-  _globals['_STATUSREQUEST']._serialized_start=1750
-  _globals['_STATUSREQUEST']._serialized_end=1801
-  _globals['_STATUSRESPONSE']._serialized_start=1804
-  _globals['_STATUSRESPONSE']._serialized_end=2126
-  _globals['_STAGETIME']._serialized_start=2128
-  _globals['_STAGETIME']._serialized_end=2193
-  _globals['_PLANNERSERVICE']._serialized_start=2323
-  _globals['_PLANNERSERVICE']._serialized_end=2545
+  _globals['_PLANREQUEST']._serialized_end=366
+  _globals['_PLANJOB']._serialized_start=369
+  _globals['_PLANJOB']._serialized_end=572
+  _globals['_PLANMODEL']._serialized_start=575
+  _globals['_PLANMODEL']._serialized_end=752
+  _globals['_PLANMODELSHAPE']._serialized_start=755
+  _globals['_PLANMODELSHAPE']._serialized_end=899
+  _globals['_PLANJOBREQUEST']._serialized_start=901
+  _globals['_PLANJOBREQUEST']._serialized_end=1014
+  _globals['_PLANDEVICES']._serialized_start=1016
+  _globals['_PLANDEVICES']._serialized_end=1085
+  _globals['_PLANEDGE']._serialized_start=1087
+  _globals['_PLANEDGE']._serialized_end=1129
+  _globals['_EXECUTIONSTAGE']._serialized_start=1132
+  _globals['_EXECUTIONSTAGE']._serialized_end=1278
+  _globals['_MODELPLACEMENT']._serialized_start=1280
+  _globals['_MODELPLACEMENT']._serialized_end=1343
+  _globals['_PLANRESPONSE']._serialized_start=1346
+  _globals['_PLANRESPONSE']._serialized_end=1579
+  _globals['_RUNREQUEST']._serialized_start=1581
+  _globals['_RUNREQUEST']._serialized_end=1672
+  _globals['_RUNRESPONSE']._serialized_start=1674
+  _globals['_RUNRESPONSE']._serialized_end=1771
+  _globals['_STATUSREQUEST']._serialized_start=1773
+  _globals['_STATUSREQUEST']._serialized_end=1824
+  _globals['_STATUSRESPONSE']._serialized_start=1827
+  _globals['_STATUSRESPONSE']._serialized_end=2149
+  _globals['_STAGETIME']._serialized_start=2151
+  _globals['_STAGETIME']._serialized_end=2216
+  _globals['_PLANNERSERVICE']._serialized_start=2346
+  _globals['_PLANNERSERVICE']._serialized_end=2568
 # @@protoc_insertion_point(module_scope)

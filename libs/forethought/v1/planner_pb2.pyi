@@ -35,7 +35,7 @@ class JobStage(_message.Message):
     def __init__(self, name: _Optional[str] = ..., model: _Optional[str] = ..., prompts: _Optional[_Iterable[str]] = ..., max_tokens: _Optional[int] = ..., after: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PlanRequest(_message.Message):
-    __slots__ = ("job_id", "stages", "gpus", "samples", "job", "seed", "no_preemption", "skip_baselines")
+    __slots__ = ("job_id", "stages", "gpus", "samples", "job", "seed", "no_preemption", "skip_baselines", "cost_profiles")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     STAGES_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
@@ -44,6 +44,7 @@ class PlanRequest(_message.Message):
     SEED_FIELD_NUMBER: _ClassVar[int]
     NO_PREEMPTION_FIELD_NUMBER: _ClassVar[int]
     SKIP_BASELINES_FIELD_NUMBER: _ClassVar[int]
+    COST_PROFILES_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     stages: _containers.RepeatedCompositeFieldContainer[JobStage]
     gpus: int
@@ -52,7 +53,8 @@ class PlanRequest(_message.Message):
     seed: int
     no_preemption: bool
     skip_baselines: bool
-    def __init__(self, job_id: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[JobStage, _Mapping]]] = ..., gpus: _Optional[int] = ..., samples: _Optional[int] = ..., job: _Optional[_Union[PlanJob, _Mapping]] = ..., seed: _Optional[int] = ..., no_preemption: _Optional[bool] = ..., skip_baselines: _Optional[bool] = ...) -> None: ...
+    cost_profiles: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_id: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[JobStage, _Mapping]]] = ..., gpus: _Optional[int] = ..., samples: _Optional[int] = ..., job: _Optional[_Union[PlanJob, _Mapping]] = ..., seed: _Optional[int] = ..., no_preemption: _Optional[bool] = ..., skip_baselines: _Optional[bool] = ..., cost_profiles: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PlanJob(_message.Message):
     __slots__ = ("name", "models", "requests", "devices", "edges")

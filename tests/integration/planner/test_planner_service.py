@@ -10,7 +10,9 @@ import time
 
 import grpc
 import pytest
-from forethought.planner.job_file import load_job_file, plan_job, resolve_cdfs
+from forethought.planner import LatencyCoefficients, LinearTerms, ModelNode
+from forethought.planner.calibration import CalibratedProfile, save_profile
+from forethought.planner.job_file import MODEL_SHAPES, load_job_file, plan_job, resolve_cdfs
 from forethought.planner.lengths import castillo_path
 from forethought.rpc.errors import rich_status_of
 from forethought.services.planner.servicer import job_from_proto, job_to_proto, plans_to_proto
@@ -156,3 +158,28 @@ def test_castillo_models_come_from_the_data_directory(start_service, stub, repo,
                 planner_pb2.PlanRequest(job=ensembling, skip_baselines=True), timeout=60)
     assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert str(tmp_path / "castillo") in raised.value.details()
+
+
+def smol_profile(path, load_s: float):
+    """A calibrated profile of SmolLM2's shape with flat iteration times (what `forethought calibrate` saves)."""
+    spec, hidden = MODEL_SHAPES["SmolLM2-135M"]
+    flat = {1: LinearTerms(0.0, 0.0, 0.0, 0.05)}
+    coefficients = LatencyCoefficients({"prefill": flat, "decode": flat})
+    return save_profile(CalibratedProfile("flat", ModelNode("SmolLM2-135M", spec, hidden, 2048), 1, "test", coefficients,
+                                          load_s), path)
+
+
+def test_plan_simulates_a_profiled_shape_with_its_profile_and_refuses_an_unknown_one(stub, repo, tmp_path):
+    small = load_job_file(repo / "examples/jobs/chain_summary_small.yaml")
+    request = planner_pb2.PlanRequest(job=job_to_proto(small), seed=small.seed, skip_baselines=True)
+    roofline = stub.Plan(request, timeout=60).estimated_makespan_s
+    profiled = planner_pb2.PlanRequest(job=job_to_proto(small), seed=small.seed, skip_baselines=True,
+                                       cost_profiles=[str(smol_profile(tmp_path / "flat.json", 100.0))])
+    reply = stub.Plan(profiled, timeout=60)
+    assert reply.estimated_makespan_s != roofline
+    assert reply.stages[0].estimated_s > 100.0  # the profile's load time, paid by the first stage's model
+    profiled.cost_profiles[:] = ["no-such-profile"]
+    with pytest.raises(grpc.RpcError) as raised:
+        stub.Plan(profiled, timeout=60)
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert raised.value.details().startswith("cost_profiles[0]: no calibrated profile 'no-such-profile'")

@@ -13,7 +13,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 import grpc
 
@@ -30,6 +30,7 @@ from forethought.planner import (
     OutputLengthCDF,
     realise,
 )
+from forethought.planner.calibration import CalibratedProfile, load_profile
 from forethought.planner.job import validate_job
 from forethought.planner.job_file import HARDWARE, JobFile, JobPlans, LengthSource, plan_job, resolve_cdfs
 from forethought.planner.running import JobRun
@@ -75,6 +76,17 @@ def job_to_proto(job_file: JobFile) -> planner_pb2.PlanJob:
         devices=planner_pb2.PlanDevices(hardware=job_file.hardware, count=pool.count, tp_efficiency=pool.tp_efficiency),
         edges=[planner_pb2.PlanEdge(source=source, target=target) for source, target in job.edges],
     )
+
+
+def load_cost_profiles(names: Sequence[str]) -> list[CalibratedProfile]:
+    """The calibrated profiles a ``PlanRequest`` names; InvalidField names the one that cannot be read."""
+    profiles = []
+    for index, name in enumerate(names):
+        try:
+            profiles.append(load_profile(name))
+        except (FileNotFoundError, ValueError) as error:
+            raise InvalidField(f"cost_profiles[{index}]", str(error)) from None
+    return profiles
 
 
 def job_from_proto(message: planner_pb2.PlanJob, seed: int) -> JobFile:
@@ -155,11 +167,12 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         require(request.samples in (0, 1), "samples", "must be 0 or 1: the planner draws one output length a request")
         require(request.HasField("job"), "job", "is required")
         job_file = job_from_proto(request.job, request.seed)
+        profiles = load_cost_profiles(request.cost_profiles)
         job_id = request.job_id or f"{job_file.name}-{uuid.uuid4().hex[:8]}"
         if await self._store.get(job_id) is not None:
             raise AlreadyExists(f"job_id: {job_id!r} was planned already; Run it, or plan under another id")
         await self._slots.acquire()
-        search = asyncio.ensure_future(asyncio.to_thread(self._plan, job_file, request))
+        search = asyncio.ensure_future(asyncio.to_thread(self._plan, job_file, request, profiles))
         search.add_done_callback(lambda _: self._slots.release())
         try:
             plans = await asyncio.wait_for(asyncio.shield(search), self._timeout_s)
@@ -173,10 +186,12 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
             raise AlreadyExists(f"job_id: {job_id!r} was planned meanwhile; plan under another id")
         return reply
 
-    def _plan(self, job_file: JobFile, request: planner_pb2.PlanRequest) -> JobPlans:
+    def _plan(self, job_file: JobFile, request: planner_pb2.PlanRequest,
+              profiles: Sequence[CalibratedProfile]) -> JobPlans:
         try:
             cdfs = resolve_cdfs(job_file, self._castillo)
-            return plan_job(job_file, cdfs, time.perf_counter, not request.no_preemption, not request.skip_baselines)
+            return plan_job(job_file, cdfs, time.perf_counter, not request.no_preemption, not request.skip_baselines,
+                            profiles)
         except InvalidField as error:
             raise InvalidField(f"job.{error.field}", error.rule) from error
 
