@@ -34,6 +34,7 @@ BENCHMARKS: dict[str, BenchmarkMain] = {
     "http": lazy_main("benchmarks.http_front"),
     "placement": lazy_main("benchmarks.placement"),
     "rank-refresh": lazy_main("benchmarks.rank_refresh"),
+    "samullm": lazy_main("benchmarks.samullm"),
     "ssjf": lazy_main("benchmarks.ssjf"),
     "sim": lazy_main("benchmarks.sim_speed"),
     "worker-overhead": lazy_main("benchmarks.worker_overhead"),

@@ -96,6 +96,32 @@ def read_castillo(path: Path | str, split: str | None = None) -> dict[str, list[
     return observed
 
 
+@dataclass(frozen=True)
+class CastilloAnswers:
+    """One (prompt, model) row of CASTILLO: the prompt's length and the model's answers' lengths."""
+
+    prompt_id: str
+    model: str
+    input_tokens: int
+    output_sizes: tuple[int, ...]
+
+
+def read_castillo_answers(path: Path | str, split: str | None = None) -> dict[str, dict[str, CastilloAnswers]]:
+    """Every row of ``split`` by prompt id, then model: what each model really answered each prompt."""
+    prompts: dict[str, dict[str, CastilloAnswers]] = {}
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as lines:
+        for line in lines:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            sizes = tuple(int(size) for size in row["output_sizes"] if size > 0)
+            if (split is None or row.get("split") == split) and sizes:
+                prompts.setdefault(row["prompt_id"], {})[row["model"]] = CastilloAnswers(
+                    row["prompt_id"], row["model"], int(row["input_size"]), sizes)
+    return prompts
+
+
 def load_castillo(path: Path | str, split: str | None = None) -> dict[str, OutputLengthCDF]:
     """One eCDF per model of a CASTILLO file (see ``read_castillo``)."""
     return {model: OutputLengthCDF.from_observations(found) for model, found in read_castillo(path, split).items()}
