@@ -196,18 +196,26 @@ class WorkerShell:
     async def drain(self) -> None:
         self._state = "draining"
         if self._tasks:  # registered: say so to the schedulers; a start that failed never registered
-            await self._heartbeat()
+            try:
+                # bounded: a dead or frozen Redis must not hold the shutdown (the heartbeat's TTL retires us)
+                await asyncio.wait_for(self._heartbeat(), self._settings.heartbeat_ttl_s)
+            except Exception as error:
+                log.warning("could not mark this worker draining in Redis (%r); the schedulers drop it when its "
+                            "heartbeat expires", error)
 
     async def stop(self) -> None:
         if self._metrics_key is not None:
             WORKER_STATS.remove(self._metrics_key)
         await cancel_tasks(self._tasks)
         with contextlib.suppress(Exception):
-            await self._registry.deregister(self._worker_id)
-            await self._index.remove_worker(self._worker_id)
+            await asyncio.wait_for(self._leave_registry(), self._settings.heartbeat_ttl_s)
         await self._agent.close()
         await self._agent.lifecycle.stop_all()
         await self._redis.aclose()
+
+    async def _leave_registry(self) -> None:
+        await self._registry.deregister(self._worker_id)
+        await self._index.remove_worker(self._worker_id)
 
     def _record(self) -> WorkerRecord:
         return WorkerRecord(
