@@ -20,8 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from forethought.domain import ServiceClass
 from forethought.queueing.fair_queue import FairQueue
-from forethought.queueing.global_queue import GlobalQueue
+from forethought.queueing.global_queue import GlobalQueue, QueueFull
 from forethought.queueing.policy import engine_priority
 from forethought.routing.router import Router, RoutingRequest
 from forethought.scheduling.request import PlacementStatus, ScheduledRequest
@@ -48,17 +49,23 @@ class Dispatcher:
         slots: per-worker room.
         max_attempts: dispatches a request may have (the first plus retries after worker losses).
         quarantine_s: how long a lost worker stays out even if the registry still lists it.
+        best_effort_limit: waiting requests beyond which best-effort ones are refused (``QueueFull``) while
+            real-time ones are still admitted up to the queue's capacity: overload sheds BE first (BROS
+            section 3's classes); None: the queue's capacity for both.
     """
 
     def __init__(self, router: Router, queue: GlobalQueue | FairQueue, slots: WorkerSlots,
-                 max_attempts: int = 3, quarantine_s: float = 5.0) -> None:
+                 max_attempts: int = 3, quarantine_s: float = 5.0, best_effort_limit: int | None = None) -> None:
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
+        if best_effort_limit is not None and best_effort_limit < 1:
+            raise ValueError(f"best_effort_limit must be >= 1, got {best_effort_limit}")
         self.router = router
         self.queue = queue
         self.slots = slots
         self.max_attempts = max_attempts
         self.quarantine_s = quarantine_s
+        self.best_effort_limit = best_effort_limit
         self.requests: dict[str, ScheduledRequest] = {}
         self._retries: deque[str] = deque()  # lost before their first token: placed before the queue
         self._placing = 0
@@ -111,11 +118,15 @@ class Dispatcher:
         """Admits a request to the queue.
 
         Raises:
-            QueueFull: the queue is at capacity (``retry_after_s`` is the hint for the caller).
+            QueueFull: the queue is at capacity, or at ``best_effort_limit`` for a best-effort request
+                (``retry_after_s`` is the hint for the caller).
             ValueError: a live request already has this id.
         """
         if request.request_id in self.requests:
             raise ValueError(f"request_id {request.request_id!r} is already live")
+        limit = self.best_effort_limit
+        if limit is not None and request.queued.service_class is ServiceClass.BE and len(self.queue) >= limit:
+            raise QueueFull(limit, self.queue.retry_after_s(now))
         self.queue.push(request.queued, now)
         request.status = PlacementStatus.QUEUED
         self.requests[request.request_id] = request

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from forethought.domain import ClassLoad, EngineStats, GenerationRequest
+from forethought.domain import ClassLoad, EngineStats, GenerationRequest, ServiceClass
 from forethought.queueing import GlobalQueue, QueuedRequest, QueueFull, build_policy, engine_priority
 from forethought.routing import build_router
 from forethought.scheduling import (
@@ -132,6 +132,21 @@ def test_a_full_queue_refuses_with_a_retry_hint() -> None:
         dispatcher.submit(make_request("c"), now=0.0)
     assert refused.value.retry_after_s > 0
     assert "c" not in dispatcher.requests
+
+
+def test_past_the_best_effort_limit_only_real_time_requests_are_admitted() -> None:
+    dispatcher = Dispatcher(build_router("round_robin"), GlobalQueue(build_policy("rtbe"), 3), WorkerSlots(1),
+                            best_effort_limit=1)
+    real_time = make_request("rt")
+    real_time.queued = replace(real_time.queued, service_class=ServiceClass.RT, ttft_slo_s=1.0)
+    submit_all(dispatcher, make_request("be-1"), real_time)
+    with pytest.raises(QueueFull) as refused:
+        dispatcher.submit(make_request("be-2"), now=0.0)
+    assert refused.value.capacity == 1 and refused.value.retry_after_s > 0
+    second = make_request("rt-2")
+    second.queued = replace(second.queued, service_class=ServiceClass.RT, ttft_slo_s=1.0)
+    dispatcher.submit(second, now=0.0)  # up to the queue's capacity
+    assert sorted(dispatcher.requests) == ["be-1", "rt", "rt-2"]
 
 
 def test_a_live_request_id_cannot_be_submitted_twice() -> None:

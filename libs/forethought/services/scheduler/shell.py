@@ -64,6 +64,9 @@ class Settings(ServiceSettings):
     policy: str = option("ssjf", f"queue order: one of {', '.join(POLICY_NAMES)} (docs/queueing.md)")
     aging_rate: float = option(1.0, "queue aging per second waited (tokens/s for ssjf and gittins, s/s for lstf and rtbe)")
     max_queue: int = option(10_000, "requests that may wait per model; more are refused with RESOURCE_EXHAUSTED")
+    max_queue_best_effort: int = option(0, "waiting requests per model beyond which best-effort ones are refused with "
+                                           "RESOURCE_EXHAUSTED while real-time ones are admitted up to --max-queue "
+                                           "(overload sheds BE first); 0 = --max-queue")
     max_waiting_per_worker: int = option(4, "requests sent to a worker ahead of its first token; the rest wait here")
     resume_streams: bool = option(True, "resume a stream whose worker is lost mid-way on another worker, from the tokens "
                                         "already sent, when its decoding is greedy or seeded (docs/scheduler.md)")
@@ -90,6 +93,8 @@ class Settings(ServiceSettings):
                 raise ConfigError(name, "must be > 0", getattr(self, name))
         if self.max_resumes < 0:
             raise ConfigError("max_resumes", "must be >= 0", self.max_resumes)
+        if not 0 <= self.max_queue_best_effort <= self.max_queue:
+            raise ConfigError("max_queue_best_effort", "must be between 0 and --max-queue", self.max_queue_best_effort)
         for name in ("max_queue", "max_waiting_per_worker", "max_attempts", "block_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(name, "must be >= 1", getattr(self, name))
@@ -124,7 +129,8 @@ def dispatcher_factory(settings: Settings) -> Callable[[], Dispatcher]:
         queue = queue_type(build_policy(settings.policy, aging_rate=settings.aging_rate), settings.max_queue)
         return Dispatcher(build_router(settings.router), queue, WorkerSlots(settings.max_waiting_per_worker),
                           max_attempts=settings.max_attempts,
-                          quarantine_s=settings.heartbeat_ttl_s + settings.registry_poll_s)
+                          quarantine_s=settings.heartbeat_ttl_s + settings.registry_poll_s,
+                          best_effort_limit=settings.max_queue_best_effort or None)
 
     return build
 
