@@ -32,6 +32,7 @@ BENCHMARKS: dict[str, BenchmarkMain] = {
     "e2": lazy_main("benchmarks.e2"),
     "hermes": lazy_main("benchmarks.hermes"),
     "http": lazy_main("benchmarks.http_front"),
+    "overload": lazy_main("benchmarks.overload"),
     "placement": lazy_main("benchmarks.placement"),
     "rank-refresh": lazy_main("benchmarks.rank_refresh"),
     "samullm": lazy_main("benchmarks.samullm"),

@@ -29,3 +29,16 @@ def test_rank_refresh_benchmark_times_re_ranking_against_re_estimating(tmp_path)
         per_run_us, re_estimate_ms = float(cells[2]), float(cells[3])
         assert per_run_us / 1000 < re_estimate_ms  # Eq. 1 from a kept estimate beats a fresh Monte Carlo walk
     assert (tmp_path / "rerank.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_overload_benchmark_soaks_both_configurations_and_plots_memory(tmp_path) -> None:
+    assert run_benchmark("overload", ["--quick", "--out", str(tmp_path)]) == 0
+    table = (tmp_path / "table.md").read_text()
+    assert "| baseline | RT |" in table and "| shed BE first | BE |" in table
+    rows = [row.split("|")[1:-1] for row in table.splitlines() if row.startswith("| shed BE first | RT |")
+            or row.startswith("| shed BE first | BE |")]
+    for cells in rows:
+        sent, completed, refused, with_retry_info, other = (int(cell) for cell in cells[2:7])
+        assert sent == completed + refused + other and refused == with_retry_info  # every refusal says when to retry
+        assert other == 0
+    assert (tmp_path / "memory.png").read_bytes()[:4] == b"\x89PNG"
