@@ -31,6 +31,13 @@ QUEUE_WAIT = Histogram(
     "forethought_queue_wait_seconds", "arrival at the scheduler to placement on a worker", ["model"],
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
 )
+PLACEMENT_DECISION = Histogram(
+    "forethought_placement_decision_seconds",
+    "one placement decision: from its placement cycle's prefix-index match to the router's choice",
+    ["model"],
+    buckets=(0.0001, 0.0002, 0.0003, 0.0004, 0.0005, 0.0006, 0.0008, 0.001, 0.00125, 0.0015, 0.00175, 0.002, 0.0025,
+             0.003, 0.004, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25),
+)
 SLO_REQUESTS = Counter(
     "forethought_slo_requests_total",
     "completed requests that set an objective (TTFT from arrival at the scheduler, mean TPOT), by whether it was met",

@@ -13,6 +13,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
+from prometheus_client import Counter
+
 from forethought.cluster.registry import WorkerRecord
 from forethought.queueing import QueueFull
 from forethought.rpc.errors import ResourceExhausted, Unavailable
@@ -29,6 +31,7 @@ from forethought.telemetry.metrics import (
     FAILOVERS,
     PLACED_CACHED_TOKENS,
     PLACED_PROMPT_TOKENS,
+    PLACEMENT_DECISION,
     PLACEMENTS,
     QUEUE_DEPTH,
     QUEUE_WAIT,
@@ -44,6 +47,31 @@ MatchPrefixes = Callable[[Sequence[Sequence[int]]], Awaitable[list[dict[str, int
 INDEX_RETRY_S = 1.0
 """After the prefix index failed or stalled, placement goes by load alone this long before asking it again,
 so a frozen Redis costs one timeout a second, not one per placement."""
+
+
+class ModelSeries:
+    """One model's placement metrics, their label lookups done once (``labels`` takes a lock and builds a
+    key on every call, several times per placement)."""
+
+    def __init__(self, model: str) -> None:
+        self._model = model
+        self.queue_depth = QUEUE_DEPTH.labels("scheduler", model)
+        self._prompt_tokens = PLACED_PROMPT_TOKENS.labels(model)
+        self._cached_tokens = PLACED_CACHED_TOKENS.labels(model)
+        self._queue_wait = QUEUE_WAIT.labels(model)
+        self._decision = PLACEMENT_DECISION.labels(model)
+        self._placements: dict[tuple[str, str], Counter] = {}  # (worker, router decision) -> its counter
+
+    def count(self, placed: ScheduledRequest, decision: str, cached_blocks: int, now: float, decision_s: float) -> None:
+        placements = self._placements.get((placed.worker_id, decision))
+        if placements is None:
+            placements = self._placements[placed.worker_id, decision] = PLACEMENTS.labels(self._model, placed.worker_id,
+                                                                                          decision)
+        placements.inc()
+        self._prompt_tokens.inc(placed.prompt_tokens)
+        self._cached_tokens.inc(min(placed.prompt_tokens, cached_blocks * placed.block_size))
+        self._queue_wait.observe(max(0.0, now - placed.queued.arrival_s))
+        self._decision.observe(max(0.0, decision_s))
 
 
 class RequestWithdrawn(Exception):
@@ -64,6 +92,7 @@ class PlacementLoop:
         self._waiters: dict[str, asyncio.Future[str]] = {}
         self._wake = asyncio.Event()
         self._index_health = DependencyHealth("prefix_index", configured=True)
+        self._model_series: dict[str, ModelSeries] = {}
 
     def dispatcher(self, model: str) -> Dispatcher:
         if model not in self.dispatchers:
@@ -155,26 +184,27 @@ class PlacementLoop:
                 taken = dispatcher.take(self._clock())
                 if taken:
                     await self._place(dispatcher, taken)
-                QUEUE_DEPTH.labels("scheduler", model).set(dispatcher.waiting)
+                self._series(model).queue_depth.set(dispatcher.waiting)
 
     async def _place(self, dispatcher: Dispatcher, taken: list[ScheduledRequest]) -> None:
+        started = self._clock()
         matches = await self._match([request.block_hashes for request in taken])
         now = self._clock()
         for request, cached in zip(taken, matches, strict=True):
             placed = dispatcher.place(request.request_id, cached, now)
             if placed is None:
                 continue
-            self._count(placed, dispatcher.router.decision, cached.get(placed.worker_id, 0), now)
+            series = self._series(placed.model)
+            series.count(placed, dispatcher.router.decision, cached.get(placed.worker_id, 0), now, self._clock() - started)
             waiter = self._waiters.pop(request.request_id, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(placed.worker_id)
 
-    @staticmethod
-    def _count(placed: ScheduledRequest, decision: str, cached_blocks: int, now: float) -> None:
-        PLACEMENTS.labels(placed.model, placed.worker_id, decision).inc()
-        PLACED_PROMPT_TOKENS.labels(placed.model).inc(placed.prompt_tokens)
-        PLACED_CACHED_TOKENS.labels(placed.model).inc(min(placed.prompt_tokens, cached_blocks * placed.block_size))
-        QUEUE_WAIT.labels(placed.model).observe(max(0.0, now - placed.queued.arrival_s))
+    def _series(self, model: str) -> ModelSeries:
+        series = self._model_series.get(model)
+        if series is None:
+            series = self._model_series[model] = ModelSeries(model)
+        return series
 
     async def _match(self, prompts: list[tuple[int, ...]]) -> list[dict[str, int]]:
         """The prefix matches; with Redis unreachable or stalled, placement goes on by load alone."""
