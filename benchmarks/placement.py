@@ -14,8 +14,14 @@ each process spent per call: a replica's decisions per CPU-second is what it pla
 own. At a moderate fixed rate, calls alternate between the scheduler and a worker called directly, so
 the difference of their latency percentiles is what the front door adds.
 
+Part three runs 1, 2 and 4 E2 scheduler replicas sharing one Redis and the same workers, the clients'
+calls spread over the replicas in turn: decisions/s, each replica's and Redis's CPU per decision, the
+decision's latency inside the schedulers (their ``forethought_placement_decision_seconds`` histograms)
+and the calls' latency end to end. A machine with fewer cores than the processes cannot scale wall
+decisions/s; the CPU per decision of the replicas and of Redis (shared by all) says what more cores give.
+
 Run: ``forethought bench placement`` (``--decisions``, ``--routers``, ``--calls``, ``--clients``,
-``--concurrency``, ``--rate``, ``--service-routers``, ``--skip-service``).
+``--concurrency``, ``--rate``, ``--service-routers``, ``--replicas``, ``--skip-service``).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,6 +47,8 @@ from forethought.domain import BlockStored
 from forethought.domain.block_hashes import chained_block_hashes
 from forethought.prefix.redis_index import RedisPrefixIndex
 from forethought.routing import RoutingRequest, build_router
+from prometheus_client.parser import text_string_to_metric_families
+from redis import Redis as BlockingRedis
 from redis.asyncio import Redis
 
 from benchmarks.report import add_output_argument
@@ -165,7 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="null-engine workers of the service part")
     parser.add_argument("--service-routers", default=f"e2,cache_aware,{BARE_RELAY}",
                         help="the scheduler's router in each service run (cache_aware: a router that costs next "
-                             f"to nothing; {BARE_RELAY}: a front door that only relays, the gRPC floor)")
+                             f"to nothing; {BARE_RELAY}: a front door that only relays, the gRPC floor; "
+                             "empty: no service runs)")
+    parser.add_argument("--replicas", default="1,2,4",
+                        help="scheduler replicas of the replica runs, comma-separated (empty: no replica runs)")
     parser.add_argument("--skip-service", action="store_true", help="only the in-process part")
     parser.add_argument("--seed", type=int, default=0)
     add_output_argument(parser, "placement")
@@ -177,12 +189,21 @@ def main(argv: list[str] | None = None) -> int:
         batches = []
     if not batches or min(batches) < 1:
         parser.error(f"--batches: must be positive integers, comma-separated; got {args.batches!r}")
+    try:
+        replicas = [int(r) for r in args.replicas.split(",") if r.strip()]
+    except ValueError:
+        replicas = [0]
+    if replicas and min(replicas) < 1:
+        parser.error(f"--replicas: must be positive integers, comma-separated; got {args.replicas!r}")
     load_average = os.getloadavg()[0]  # other work on the machine skews every figure: say how much there was
     redis = start_redis()
     try:
         results = [asyncio.run(measure(name, redis.port, args.decisions, args.seed, batch))
                    for batch in batches for name in names]
-        service_table = "" if args.skip_service else _service_part(redis.port, redis.process.pid, args)
+        service_table = ("" if args.skip_service or not args.service_routers.strip()
+                         else _service_part(redis.port, redis.process.pid, args))
+        if replicas and not args.skip_service:
+            service_table += _replicas_part(redis.port, redis.process.pid, replicas, args)
     finally:
         redis.stop()
     table = render_table(results)
@@ -214,9 +235,14 @@ class Target:
 
 @dataclass(frozen=True)
 class Mesh:
-    scheduler: Target
+    schedulers: list[Target]
     workers: list[Target]
     pids: dict[str, int]  # process name -> pid, for CPU accounting
+    metrics_ports: list[int]  # each scheduler's Prometheus port
+
+    @property
+    def scheduler(self) -> Target:
+        return self.schedulers[0]
 
 
 @dataclass(frozen=True)
@@ -239,9 +265,9 @@ class LoadResult:
 
 
 @contextmanager
-def mesh_processes(redis_port: int, workers: int, router: str) -> Iterator[Mesh]:
-    """Null-engine workers and one scheduler (or, for ``BARE_RELAY``, the bare relay in its place), each a
-    process of its own."""
+def mesh_processes(redis_port: int, workers: int, router: str, replicas: int = 1) -> Iterator[Mesh]:
+    """Null-engine workers and ``replicas`` schedulers (or, for ``BARE_RELAY``, the bare relay in their
+    place), each a process of its own; the schedulers share the workers and the Redis namespace."""
     common = ["--redis-url", f"redis://127.0.0.1:{redis_port}/0", "--namespace", f"bench-service-{router}",
               "--log-level", "WARNING"]
     processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -256,14 +282,19 @@ def mesh_processes(redis_port: int, workers: int, router: str) -> Iterator[Mesh]
         worker_addresses = [start(f"worker-{i}", "forethought.cli", "serve", "worker", *common, "--engine", "null",
                                   "--worker-id", f"null-{i}", "--model", MODEL, "--capacity", "1024")
                             for i in range(workers)]
-        if router == BARE_RELAY:
-            scheduler = start("scheduler", "benchmarks.bare_relay",
-                              *(flag for address in worker_addresses for flag in ("--worker", address)))
-        else:
-            scheduler = start("scheduler", "forethought.cli", "serve", "scheduler", *common, "--router", router,
-                              "--registry-poll-s", "0.2", "--max-waiting-per-worker", "64")
-        yield Mesh(Target(scheduler, True), [Target(a, False) for a in worker_addresses],
-                   {name: process.pid for name, process in processes.items()})
+        metrics_ports = [free_port() for _ in range(replicas)]
+        schedulers = []
+        for number, metrics_port in enumerate(metrics_ports):
+            name = "scheduler" if replicas == 1 else f"scheduler-{number}"
+            if router == BARE_RELAY:
+                schedulers.append(start(name, "benchmarks.bare_relay",
+                                        *(flag for address in worker_addresses for flag in ("--worker", address))))
+            else:
+                schedulers.append(start(name, "forethought.cli", "serve", "scheduler", *common, "--router", router,
+                                        "--registry-poll-s", "0.2", "--max-waiting-per-worker", "64",
+                                        "--metrics-port", str(metrics_port)))
+        yield Mesh([Target(address, True) for address in schedulers], [Target(a, False) for a in worker_addresses],
+                   {name: process.pid for name, process in processes.items()}, metrics_ports)
     finally:
         for process in processes.values():
             process.terminate()
@@ -453,6 +484,166 @@ def render_service_tables(args: argparse.Namespace, runs: list[ServiceRun]) -> s
         lines.append(f"| {run.router} | {direct.p50_ms:.2f} | {direct.p99_ms:.2f} | {through.p50_ms:.2f} | "
                      f"{through.p99_ms:.2f} | {through.p50_ms - direct.p50_ms:+.2f} | {through.p99_ms - direct.p99_ms:+.2f} |")
     return "\n".join(lines) + "\n"
+
+
+# ----- replicas sharing one Redis ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """The schedulers' decision latencies over one run (their histograms, merged)."""
+
+    p50_ms: float
+    p99_ms: float
+    within_2ms: float  # share of decisions that took at most 2 ms
+
+
+@dataclass(frozen=True)
+class ReplicaRun:
+    """``replicas`` E2 schedulers sharing one Redis and the workers: at saturation, and at a fixed rate."""
+
+    replicas: int
+    load: LoadResult  # saturation: the calls through the schedulers, with every process's CPU per call
+    decisions: Decisions
+    redis_script_ms: float  # Redis's time in scripts (match, cache events) per call, from INFO commandstats
+    paced: LoadResult  # at the fixed rate
+    paced_decisions: Decisions
+
+    def scheduler_cpu_ms(self) -> float:
+        """All replicas' CPU per call together."""
+        return sum(ms for name, ms in self.load.cpu_ms_per_call.items() if name.startswith("scheduler"))
+
+    def worker_cpu_ms(self) -> float:
+        return sum(ms for name, ms in self.load.cpu_ms_per_call.items() if name.startswith("worker"))
+
+
+def _replicas_part(redis_port: int, redis_pid: int, counts: Sequence[int], args: argparse.Namespace) -> str:
+    prompts = shared_prefix_prompts(args.calls, groups=32, seed=args.seed)
+    redis = BlockingRedis(host="127.0.0.1", port=redis_port)
+    runs = []
+    try:
+        for replicas in counts:
+            with mesh_processes(redis_port, args.workers, "e2", replicas) as mesh:
+                pids = {**mesh.pids, "redis": redis_pid}
+                for scheduler in mesh.schedulers:
+                    asyncio.run(_wait_for_workers(scheduler.address, args.workers))
+                before = [_decision_buckets(port) for port in mesh.metrics_ports]
+                scripts_before = _script_usec(redis)
+                load = run_clients([mesh.schedulers], prompts, args.clients, args.concurrency, 0.0, pids)[0]
+                script_ms = (_script_usec(redis) - scripts_before) / 1000 / load.calls
+                middle = [_decision_buckets(port) for port in mesh.metrics_ports]
+                paced = run_clients([mesh.schedulers], prompts[: args.moderate_calls], 1, 0, args.rate, pids)[0]
+                after = [_decision_buckets(port) for port in mesh.metrics_ports]
+            runs.append(ReplicaRun(replicas, load, _decisions(_merged_buckets(middle, before)), script_ms,
+                                   paced, _decisions(_merged_buckets(after, middle))))
+    finally:
+        redis.close()
+    return render_replica_table(args, runs)
+
+
+def _script_usec(redis: BlockingRedis) -> float:
+    """Microseconds Redis spent running scripts (``EVALSHA``, inner commands included) since it started."""
+    stats = redis.info("commandstats")
+    return float(stats.get("cmdstat_evalsha", {}).get("usec", 0))
+
+
+def _decisions(buckets: Sequence[tuple[float, float]]) -> Decisions:
+    return Decisions(_bucket_quantile(buckets, 0.5) * 1000, _bucket_quantile(buckets, 0.99) * 1000,
+                     _share_within(buckets, 0.002))
+
+
+def _decision_buckets(metrics_port: int) -> dict[float, float]:
+    """A scheduler's decision histogram: upper bound (s) -> decisions at most that long, all models."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    buckets: dict[float, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name == "forethought_placement_decision_seconds":
+            for sample in family.samples:
+                if sample.name.endswith("_bucket"):
+                    bound = float(sample.labels["le"])
+                    buckets[bound] = buckets.get(bound, 0.0) + sample.value
+    return buckets
+
+
+def _merged_buckets(after: list[dict[float, float]], before: list[dict[float, float]]) -> list[tuple[float, float]]:
+    """The replicas' histograms added up, less what they held before the run, in bound order."""
+    merged: dict[float, float] = {}
+    for ended, began in zip(after, before, strict=True):
+        for bound, count in ended.items():
+            merged[bound] = merged.get(bound, 0.0) + count - began.get(bound, 0.0)
+    return sorted(merged.items())
+
+
+def _bucket_quantile(buckets: Sequence[tuple[float, float]], q: float) -> float:
+    """The ``q`` quantile of a cumulative histogram, linear within the bucket it falls in (as PromQL's
+    ``histogram_quantile``); the last finite bound when it falls in the ``+Inf`` bucket."""
+    total = buckets[-1][1] if buckets else 0.0
+    if total <= 0:
+        return float("nan")
+    rank = q * total
+    lower_bound, lower_count = 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if bound == float("inf"):
+                return lower_bound
+            return lower_bound + (bound - lower_bound) * (rank - lower_count) / max(count - lower_count, 1e-12)
+        lower_bound, lower_count = bound, count
+    return lower_bound
+
+
+def _share_within(buckets: Sequence[tuple[float, float]], bound_s: float) -> float:
+    """Share of the observations at most ``bound_s`` (a bucket bound, so exact)."""
+    total = buckets[-1][1] if buckets else 0.0
+    within = next((count for bound, count in buckets if abs(bound - bound_s) < 1e-12), float("nan"))
+    return within / total if total > 0 else float("nan")
+
+
+def render_replica_table(args: argparse.Namespace, runs: list[ReplicaRun]) -> str:
+    lines = [
+        f"\nReplicas: E2 schedulers sharing one Redis and the same {args.workers} null-engine workers, each client "
+        f"taking the replicas in turn. Saturation: {args.clients} client processes x {args.concurrency} calls in "
+        f"flight, {args.calls} calls. All on {os.cpu_count()} cores: calls/s is what this machine does with "
+        "everything on it; the CPU per decision is what scales. Decision: inside the schedulers, from the "
+        "placement cycle's prefix match to the router's choice (their histograms, merged); end to end: the "
+        "one-token call at the client.\n",
+        "| replicas | calls/s | scheduler CPU ms/decision (all replicas) | decisions per scheduler CPU-s | "
+        "Redis CPU ms/decision | of which scripts ms | workers CPU ms/call | decision p50 ms | "
+        "decision p99 ms | decisions <= 2 ms | end-to-end p50 ms | end-to-end p99 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        scheduler_ms = run.scheduler_cpu_ms()
+        lines.append(
+            f"| {run.replicas} | {run.load.calls_per_s:,.0f} | {scheduler_ms:.3f} | {1000 / scheduler_ms:,.0f} | "
+            f"{run.load.cpu_ms_per_call['redis']:.3f} | {run.redis_script_ms:.3f} | {run.worker_cpu_ms():.3f} | "
+            f"{run.decisions.p50_ms:.3f} | {run.decisions.p99_ms:.3f} | {run.decisions.within_2ms:.1%} | "
+            f"{run.load.p50_ms:.2f} | {run.load.p99_ms:.2f} |")
+    lines += [
+        f"\nThe same replicas at {args.rate:.0f} calls/s (open loop, one client process, {args.moderate_calls} calls "
+        "spread over the replicas): latency below saturation.\n",
+        "| replicas | decision p50 ms | decision p99 ms | decisions <= 2 ms | end-to-end p50 ms | end-to-end p99 ms |",
+        "|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        lines.append(f"| {run.replicas} | {run.paced_decisions.p50_ms:.3f} | {run.paced_decisions.p99_ms:.3f} | "
+                     f"{run.paced_decisions.within_2ms:.1%} | {run.paced.p50_ms:.2f} | {run.paced.p99_ms:.2f} |")
+    lines += ["", projection(runs, 3000.0)]
+    return "\n".join(lines) + "\n"
+
+
+def projection(runs: Sequence[ReplicaRun], target_per_s: float) -> str:
+    """What the measured CPU per decision predicts for a machine with a core per process."""
+    widest = max(runs, key=lambda run: run.replicas)
+    scheduler_ms = widest.scheduler_cpu_ms()
+    redis_ms = widest.load.cpu_ms_per_call["redis"]
+    replicas_needed = target_per_s * scheduler_ms / 1000
+    redis_ceiling = 1000 / redis_ms
+    return (f"Projection from the {widest.replicas}-replica run, one core per process: {target_per_s:,.0f} "
+            f"decisions/s take {replicas_needed:.1f} scheduler cores ({1000 / scheduler_ms:,.0f} decisions per "
+            f"replica-core-second) and {target_per_s * redis_ms / 1000:.2f} of Redis's one core; one Redis "
+            f"stops the replicas at about {redis_ceiling:,.0f} decisions/s "
+            f"({redis_ms * 1000:.0f} microseconds of Redis CPU per decision).\n")
 
 
 if __name__ == "__main__":

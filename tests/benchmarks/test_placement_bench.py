@@ -1,0 +1,28 @@
+import math
+
+from benchmarks import run_benchmark
+from benchmarks.placement import _bucket_quantile, _share_within
+
+
+def test_quantiles_interpolate_within_the_bucket_they_fall_in() -> None:
+    buckets = [(0.001, 50.0), (0.002, 90.0), (0.004, 100.0), (math.inf, 100.0)]
+    assert _bucket_quantile(buckets, 0.5) == 0.001
+    assert math.isclose(_bucket_quantile(buckets, 0.7), 0.0015)
+    assert math.isclose(_bucket_quantile(buckets, 0.99), 0.0038)
+    assert _share_within(buckets, 0.002) == 0.9
+    assert math.isnan(_bucket_quantile([(0.001, 0.0), (math.inf, 0.0)], 0.5))
+
+
+def test_replicas_share_one_redis_and_report_their_decisions(tmp_path) -> None:
+    status = run_benchmark("placement", [
+        "--decisions", "40", "--batches", "1", "--routers", "e2", "--service-routers", "", "--replicas", "2",
+        "--calls", "120", "--clients", "2", "--concurrency", "4", "--rate", "40", "--moderate-calls", "40",
+        "--out", str(tmp_path)])
+    assert status == 0
+    rows = [row.split("|")[1:-1] for row in (tmp_path / "table.md").read_text().splitlines() if row.startswith("| 2 |")]
+    saturated, paced = rows  # the saturation row, then the fixed-rate row
+    scheduler_ms, redis_ms = float(saturated[2]), float(saturated[4])
+    assert scheduler_ms > 0 and redis_ms > 0  # both replicas and the shared Redis did the work
+    decision_p50_ms, within_2ms = float(saturated[7]), float(saturated[9].strip(" %"))
+    assert decision_p50_ms > 0 and 0 < within_2ms <= 100  # the schedulers' histograms counted the decisions
+    assert float(paced[1]) > 0
