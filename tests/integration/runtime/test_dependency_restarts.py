@@ -26,7 +26,9 @@ from tests.conftest import ServiceProcess, wait_serving
 from tests.integration.live_mesh import wait_until
 from tests.integration.scheduler.test_scheduler import MODEL, metric, scheduler, worker
 
-RETRY = RetryPolicy(max_attempts=40, initial_backoff_s=0.2, max_backoff_s=1.0)
+# Patient enough to outlast a restart on a loaded machine (the tokenizer's start took up to a minute there).
+RETRY = RetryPolicy(max_attempts=400, initial_backoff_s=0.2, max_backoff_s=1.0)
+CALL_TIMEOUT_S = 300.0
 
 
 class Restartable:
@@ -85,7 +87,7 @@ class TextLoad:
     def __exit__(self, *exc_info: object) -> None:
         self._stop.set()
         for thread in self._threads:
-            thread.join(90)
+            thread.join(CALL_TIMEOUT_S)
 
     def served_after(self, since: float, condition: Callable[[float], bool] = lambda forecast: True) -> float | None:
         """When the first request completed after ``since`` whose forecast meets ``condition``."""
@@ -105,7 +107,7 @@ class TextLoad:
                 self.counts["sent"] += 1
             try:
                 answer = self._client.complete(model=MODEL, max_tokens=4, prompt=f"Question {number}.{sequence}: why queue?",
-                                               sampling=SamplingParams(ignore_eos=True), timeout_s=60)
+                                               sampling=SamplingParams(ignore_eos=True), timeout_s=CALL_TIMEOUT_S)
             except ClientError as error:
                 with self._lock:
                     self.counts[f"failed {error.code.name} after {error.tokens_delivered} tokens"] += 1
