@@ -208,7 +208,9 @@ def main(argv: list[str] | None = None) -> int:
         redis.stop()
     table = render_table(results)
     args.out.mkdir(parents=True, exist_ok=True)
+    command = " ".join(["forethought bench placement", *(sys.argv[1:] if argv is None else argv)])
     header = (
+        f"Command: `{command}`.\n\n"
         f"Placement decisions in process against a real Redis index: {WORKERS} workers, "
         f"{args.decisions} prompts sharing 32 Zipf-popular 512-token prefixes. Load average at the start: "
         f"{load_average:.1f} on {os.cpu_count()} cores.\n\n"
@@ -606,9 +608,10 @@ def render_replica_table(args: argparse.Namespace, runs: list[ReplicaRun]) -> st
         f"flight, {args.calls} calls. All on {os.cpu_count()} cores: calls/s is what this machine does with "
         "everything on it; the CPU per decision is what scales. Decision: inside the schedulers, from the "
         "placement cycle's prefix match to the router's choice (their histograms, merged); end to end: the "
-        "one-token call at the client.\n",
+        "one-token call at the client. Redis script time: Redis's own clock over its EVALSHA calls (INFO "
+        "commandstats), so on a loaded machine it can exceed Redis's CPU.\n",
         "| replicas | calls/s | scheduler CPU ms/decision (all replicas) | decisions per scheduler CPU-s | "
-        "Redis CPU ms/decision | of which scripts ms | workers CPU ms/call | decision p50 ms | "
+        "Redis CPU ms/decision | Redis script ms/decision | workers CPU ms/call | decision p50 ms | "
         "decision p99 ms | decisions <= 2 ms | end-to-end p50 ms | end-to-end p99 ms |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
