@@ -333,6 +333,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="train the model-aware predictor on this CASTILLO-format file instead (train split; scored on validate)")
     parser.add_argument("--max-tokens", type=int, default=None, help="--castillo: MiniLM tokens read (the prompt's last)")
     parser.add_argument("--int8", action="store_true", help="--castillo: the backbone's Linear layers in dynamic int8 (faster)")
+    parser.add_argument("--backbone", type=Path, default=None,
+                        help="--castillo: fit the head on this fine-tuned MiniLM (python -m forethought.predict.finetune_castillo)")
+    parser.add_argument("--threads", type=int, default=None, help="--castillo: torch threads of the head fitting (default 2)")
     parser.add_argument("--validate-train-share", type=float, default=None,
                         help="--castillo: share of validate prompts that join training (default 0.5; the rest are scored)")
     args = parser.parse_args(argv)
@@ -354,7 +357,8 @@ def main(argv: list[str] | None = None) -> int:
 def castillo_main(args: argparse.Namespace) -> int:
     from forethought.predict.train_castillo import SHIPPED_CASTILLO, CastilloConfig, train_castillo
 
-    changes = {"max_tokens": args.max_tokens, "validate_train_share": args.validate_train_share, "backbone_int8": args.int8 or None}
+    changes = {"max_tokens": args.max_tokens, "validate_train_share": args.validate_train_share, "backbone_int8": args.int8 or None,
+               "backbone_dir": str(args.backbone) if args.backbone else None, "threads": args.threads}
     base = SHIPPED_CASTILLO if args.shipped else CastilloConfig()
     config = replace(base, seed=args.seed, **{name: value for name, value in changes.items() if value is not None})
     out = args.out or (SHIPPED_DIR if args.shipped else DEFAULT_ARTIFACT_DIR)

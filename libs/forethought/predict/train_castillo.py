@@ -19,9 +19,11 @@ hash of the prompt id) join training and the other half is scored (the ``--casti
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -58,6 +60,11 @@ class CastilloConfig:
     holdout_share: float = 0.1  # training prompts held out for early stopping and calibration
     validate_train_share: float = 0.5  # validate prompts that join training; the rest are scored
     backbone_int8: bool = False  # embed (and later serve) with the backbone's Linear layers in dynamic int8
+    # a MiniLM fine-tuned by ``forethought.predict.finetune_castillo`` (phase 1) to fit the head on; empty:
+    # the packaged one, frozen. Saved as a delta over the packaged one when int8, else whole
+    backbone_dir: str = ""
+    # torch threads of the head fitting; on a machine others load, 1 is far faster than 2 (no spinning)
+    threads: int = 2
     seed: int = 0
 
 
@@ -147,15 +154,16 @@ def train_castillo(
         for model in models
     }
     backbone_dir = packaged_backbone_dir()
-    backbone = AutoModel.from_pretrained(str(backbone_dir))
+    backbone = AutoModel.from_pretrained(config.backbone_dir or str(backbone_dir))
+    source = (BackboneSource.DELTA if config.backbone_int8 else BackboneSource.ARTIFACT) if config.backbone_dir else BackboneSource.PACKAGED
     proxy = ProxyLengthModel(int8_backbone(backbone) if config.backbone_int8 else backbone, Formulation.REG_L1,
                              config.head_hidden, Pooling.MEAN, model_input_width(models))
     forecaster_config = ForecasterConfig(
         version=1, formulation=Formulation.REG_L1, max_tokens=config.max_tokens, head_hidden=config.head_hidden,
         bucket_edges=buckets.edges, bucket_log_medians=bucket_log_medians(lengths, buckets),
-        backbone=BackboneSource.PACKAGED, pooling=Pooling.MEAN,
+        backbone=source, pooling=Pooling.MEAN,
         training=dict(asdict(config), data=Path(path).name, fit_pairs=len(fit_pairs), calibration_pairs=len(calibration_pairs),
-                      scored_pairs=len(validate_pairs)),
+                      scored_pairs=len(validate_pairs), **finetune_record(config.backbone_dir)),
         models=models, model_bucket_edges=model_edges, history_features=False, backbone_int8=config.backbone_int8,
     )
     base = Forecaster(proxy, AutoTokenizer.from_pretrained(str(backbone_dir)), forecaster_config,
@@ -170,7 +178,7 @@ def train_castillo(
         return base.inputs(states[[row_of[text] for text in texts]], texts, [NO_HISTORY] * len(chosen), [pair.model for pair in chosen])
 
     fit_inputs, calibration_inputs = inputs_for(fit_pairs), inputs_for(calibration_pairs)
-    with torch_threads(min(2, os.cpu_count() or 1)):
+    with torch_threads(min(config.threads, os.cpu_count() or 1)):
         head_state, best_epoch = fit_pair_head(
             proxy.head, len(models), config, (fit_inputs, *answer_targets(fit_pairs)),
             (calibration_inputs, *answer_targets(calibration_pairs)), progress,
@@ -188,6 +196,16 @@ def train_castillo(
     forecaster.save(out_dir)
     table = format_pair_table({**rows, "mean over models, any-model slot (unseen model, uncalibrated)": any_rows[OVERALL]})
     return forecaster, table
+
+
+def finetune_record(backbone_dir: str) -> dict[str, Any]:
+    """The phase-1 run's settings and held-out losses by epoch (``finetune.json``), its folder by name."""
+    if not backbone_dir:
+        return {}
+    record = json.loads((Path(backbone_dir) / "finetune.json").read_text())
+    epochs = [{"epoch": epoch["epoch"], "held_out_l1": epoch["held_out_l1"]} for epoch in record["epochs"]]
+    return {"backbone_dir": Path(backbone_dir).name, "finetune": {"config": record["config"], "epochs": epochs,
+                                                                   "best_epoch": record.get("best_epoch")}}
 
 
 def calibrate(forecaster: Forecaster, pairs: list[LengthPair], inputs: np.ndarray, models: int) -> Forecaster:

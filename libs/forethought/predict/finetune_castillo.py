@@ -1,0 +1,194 @@
+"""Phase 1 on CASTILLO (SSJF section 3.1): fine-tune MiniLM-L6 together with a model-aware head on the
+multi-model length labels, as SSJF fine-tunes BERT with its head.
+
+    python -m forethought.predict.finetune_castillo --castillo FILE --out DIR [--max-tokens 32] [--epochs 3]
+
+A step reads a batch of distinct prompts once through the backbone and scores every (prompt, model) pair
+of those prompts through the head (the served model's one-hot, or the any-model slot for a share of
+rows), with the L1 loss against each of the pair's answers in log space; ``rank_weight`` adds a pairwise
+logistic term that orders a batch's pairs of one model by their mean length (what Kendall tau rewards).
+The word embeddings stay frozen: a backbone fine-tuned this way differs from the packaged MiniLM only in
+its encoder, which is what the shipped artifact stores (``BackboneSource.PACKAGED_DELTA``).
+
+The output folder is a Hugging Face backbone (the epoch with the least held-out loss, checked after each
+epoch and kept there, so the run can be stopped early); ``forethought train-predictor --castillo FILE
+--backbone DIR`` then fits the shipped head on its (int8) states, phase 2. Splits are those of
+``train_castillo``: the scored half of validate is never read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from forethought.predict.castillo import LengthPair, castillo_splits, load_pairs
+from forethought.predict.fitting import length_sorted_batches, torch_threads
+from forethought.predict.history import HISTORY_FEATURES
+from forethought.predict.proxy import Formulation, Pooling, ProxyLengthModel, encode_prompts, packaged_backbone_dir
+from forethought.predict.served_models import model_features, model_input_width
+from forethought.predict.train_castillo import answer_l1, answer_targets, as_any_model
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    max_tokens: int = 32
+    epochs: int = 3
+    batch_prompts: int = 32  # distinct prompts a step; each brings all its models' pairs
+    learning_rate: float = 5e-5  # the backbone's; the fresh head's is 30x
+    head_hidden: int = 256
+    rank_weight: float = 0.5
+    rank_margin: float = 0.1  # pairs whose log mean lengths differ by less are not ordered
+    any_model_share: float = 0.2
+    holdout_share: float = 0.1
+    validate_train_share: float = 0.5
+    threads: int = 2
+    seed: int = 0
+
+
+def pairwise_rank_loss(outputs: torch.Tensor, log_means: torch.Tensor, groups: torch.Tensor, margin: float) -> torch.Tensor:
+    """Mean softplus(-(o_i - o_j)) over pairs of one group whose log mean i exceeds j's by ``margin``."""
+    longer = (log_means[:, None] - log_means[None, :] > margin) & (groups[:, None] == groups[None, :])
+    if not bool(longer.any()):
+        return outputs.sum() * 0.0
+    return torch.nn.functional.softplus(-(outputs[:, None] - outputs[None, :])[longer]).mean()
+
+
+class PairBatches:
+    """The pairs grouped by prompt: the prompts in order and, per prompt, the rows of its pairs."""
+
+    def __init__(self, pairs: list[LengthPair], models: tuple[str, ...]) -> None:
+        self.pairs = pairs
+        self.prompts = list(dict.fromkeys(pair.prompt for pair in pairs))
+        position = {prompt: index for index, prompt in enumerate(self.prompts)}
+        self.rows: list[list[int]] = [[] for _ in self.prompts]
+        for row, pair in enumerate(pairs):
+            self.rows[position[pair.prompt]].append(row)
+        self.targets, self.mask = answer_targets(pairs)
+        self.log_means = torch.as_tensor([float(np.mean(np.log1p(pair.output_sizes))) for pair in pairs])
+        column = {model: index for index, model in enumerate(models)}
+        self.groups = torch.as_tensor([column[pair.model] for pair in pairs])
+        self.features = torch.as_tensor(model_features(models, [pair.model for pair in pairs], [pair.prompt for pair in pairs]))
+
+    def head_inputs(self, states: torch.Tensor, prompt_rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """Head input rows for the pairs of the prompts ``prompt_rows`` (whose text states are ``states``),
+        and those pairs' rows."""
+        owners = torch.as_tensor([slot for slot, prompt in enumerate(prompt_rows) for _ in self.rows[prompt]])
+        rows = torch.as_tensor([row for prompt in prompt_rows for row in self.rows[prompt]])
+        history = torch.zeros(len(rows), HISTORY_FEATURES)
+        return torch.cat([states[owners], history, self.features[rows]], dim=1), rows
+
+
+def held_out_loss(model: ProxyLengthModel, tokenizer: Any, batches: PairBatches, models: int, config: FinetuneConfig) -> float:
+    """Mean of the model-aware and the any-model L1 over ``batches`` (no dropout, no gradients); ``models``:
+    how many the head knows."""
+    model.eval()
+    total = [0.0, 0.0]
+    with torch.inference_mode():
+        for start in range(0, len(batches.prompts), 64):
+            prompt_rows = np.arange(start, min(start + 64, len(batches.prompts)))
+            encoded = encode_prompts(tokenizer, [batches.prompts[row] for row in prompt_rows], config.max_tokens)
+            inputs, rows = batches.head_inputs(model.embed(**encoded), prompt_rows)
+            weight = float(batches.mask[rows].sum())
+            total[0] += float(answer_l1(model.head(inputs), batches.targets[rows], batches.mask[rows])) * weight
+            any_inputs = as_any_model(inputs, torch.arange(len(inputs)), models)
+            total[1] += float(answer_l1(model.head(any_inputs), batches.targets[rows], batches.mask[rows])) * weight
+    model.train()
+    return 0.5 * (total[0] + total[1]) / float(batches.mask.sum())
+
+
+def finetune(path: Path, out_dir: Path, config: FinetuneConfig = FinetuneConfig(), log: Any = print) -> dict[str, Any]:
+    """Fine-tune on ``path``'s training pairs; the best epoch's backbone is saved to ``out_dir`` after each
+    epoch that improves the held-out loss. Returns the run's record (also ``out_dir/finetune.json``)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    pairs = load_pairs(path)
+    splits = castillo_splits(pairs, config.validate_train_share, config.holdout_share)
+    models = tuple(sorted({pair.model for pair in splits["fit"]}))
+    fit, held = PairBatches(splits["fit"], models), PairBatches(splits["calibration"], models)
+    backbone_dir = packaged_backbone_dir()
+    tokenizer = AutoTokenizer.from_pretrained(str(backbone_dir))
+    model = ProxyLengthModel(AutoModel.from_pretrained(str(backbone_dir)), Formulation.REG_L1, config.head_hidden,
+                             Pooling.MEAN, model_input_width(models))
+    model.backbone.embeddings.word_embeddings.weight.requires_grad_(False)
+    model.start_at(fit.log_means)
+    optimizer = torch.optim.AdamW([
+        {"params": [p for p in model.backbone.parameters() if p.requires_grad], "lr": config.learning_rate},
+        {"params": model.head.parameters(), "lr": config.learning_rate * 30},
+    ])
+    token_counts = [len(ids) for ids in tokenizer(fit.prompts, truncation=True, max_length=config.max_tokens)["input_ids"]]
+    rng = np.random.default_rng(config.seed)
+    generator = torch.Generator().manual_seed(config.seed)
+    torch.manual_seed(config.seed)
+    record: dict[str, Any] = {"config": asdict(config), "data": Path(path).name, "fit_prompts": len(fit.prompts),
+                              "held_out_prompts": len(held.prompts), "epochs": []}
+    best = float("inf")
+    with torch_threads(config.threads):
+        record["epochs"].append({"epoch": 0, "held_out_l1": held_out_loss(model, tokenizer, held, len(models), config)})
+        log(json.dumps(record["epochs"][-1]))
+        model.train()
+        for epoch in range(1, config.epochs + 1):
+            started, losses = time.process_time(), []
+            batches = length_sorted_batches(token_counts, config.batch_prompts, rng)
+            for step, prompt_rows in enumerate(batches, start=1):
+                encoded = encode_prompts(tokenizer, [fit.prompts[row] for row in prompt_rows], config.max_tokens)
+                inputs, rows = fit.head_inputs(model.embed(**encoded), prompt_rows)
+                inputs = as_any_model(inputs, torch.rand(len(inputs), generator=generator) < config.any_model_share, len(models))
+                outputs = model.head(inputs)
+                loss = answer_l1(outputs, fit.targets[rows], fit.mask[rows])
+                if config.rank_weight:
+                    ranking = pairwise_rank_loss(outputs[:, 0], fit.log_means[rows], fit.groups[rows], config.rank_margin)
+                    loss = loss + config.rank_weight * ranking
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                losses.append(loss.item())
+                if step % 20 == 0:
+                    log(f"epoch {epoch} step {step}/{len(batches)} loss {np.mean(losses[-20:]):.4f} "
+                        f"cpu {(time.process_time() - started) / step:.2f} s/step")
+            held_l1 = held_out_loss(model, tokenizer, held, len(models), config)
+            record["epochs"].append({"epoch": epoch, "train_loss": float(np.mean(losses)), "held_out_l1": held_l1,
+                                     "cpu_s": time.process_time() - started})
+            log(json.dumps(record["epochs"][-1]))
+            if held_l1 < best:
+                best = held_l1
+                record["best_epoch"] = epoch
+                save_backbone(model, tokenizer, out_dir, record)
+    return record
+
+
+def save_backbone(model: ProxyLengthModel, tokenizer: Any, out_dir: Path, record: dict[str, Any]) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.backbone.save_pretrained(str(out_dir))
+    tokenizer.save_pretrained(str(out_dir))
+    (out_dir / "finetune.json").write_text(json.dumps(record, indent=2))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--castillo", type=Path, required=True, help="a CASTILLO-format file (train and validate splits)")
+    parser.add_argument("--out", type=Path, required=True, help="folder for the fine-tuned backbone")
+    defaults = FinetuneConfig()
+    parser.add_argument("--max-tokens", type=int, default=defaults.max_tokens)
+    parser.add_argument("--epochs", type=int, default=defaults.epochs)
+    parser.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
+    parser.add_argument("--rank-weight", type=float, default=defaults.rank_weight)
+    parser.add_argument("--threads", type=int, default=defaults.threads)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    config = FinetuneConfig(max_tokens=args.max_tokens, epochs=args.epochs, learning_rate=args.learning_rate,
+                            rank_weight=args.rank_weight, threads=args.threads)
+    record = finetune(args.castillo, args.out, config, log=lambda line: print(line, flush=True))
+    print(f"best epoch {record.get('best_epoch')}; backbone: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

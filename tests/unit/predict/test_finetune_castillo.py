@@ -1,0 +1,76 @@
+"""Phase 1 on CASTILLO pairs: the fine-tuned backbone, its ranking term, and the int8 delta it ships as."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from forethought.predict import Predictor
+from forethought.predict.artifact import DELTA_FILE, BackboneSource, Forecaster
+from forethought.predict.finetune_castillo import FinetuneConfig, finetune, pairwise_rank_loss
+from forethought.predict.proxy import packaged_backbone_dir
+from forethought.predict.train_castillo import CastilloConfig, train_castillo
+from safetensors.torch import load_file
+
+TOPICS = ["rivers", "bread", "chess", "volcanoes", "jazz", "bees", "tides", "glass"]
+
+
+def test_the_ranking_term_charges_pairs_of_one_model_in_the_wrong_order() -> None:
+    log_means = torch.tensor([5.0, 3.0, 5.0, 3.0])
+    groups = torch.tensor([0, 0, 1, 1])
+    right = pairwise_rank_loss(torch.tensor([9.0, 1.0, 9.0, 1.0]), log_means, groups, margin=0.1)
+    wrong = pairwise_rank_loss(torch.tensor([1.0, 9.0, 1.0, 9.0]), log_means, groups, margin=0.1)
+    assert right < 0.001 < 7.9 < wrong
+    # across models nothing is ordered: model 1's long pair may sit below model 0's short one
+    across = pairwise_rank_loss(torch.tensor([9.0, 1.0, 0.5, 0.0]), log_means, groups, margin=0.1)
+    softplus = torch.nn.functional.softplus
+    assert across == pytest.approx(float(softplus(torch.tensor(-0.5)) + softplus(torch.tensor(-8.0))) / 2)
+    # pairs closer than the margin are not ordered
+    assert float(pairwise_rank_loss(torch.tensor([0.0, 1.0]), torch.tensor([5.0, 5.05]), torch.tensor([0, 0]), 0.1)) == 0.0
+
+
+@pytest.fixture(scope="module")
+def castillo_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Essays answer 8x longer than lists; model "long" 4x longer than "short"."""
+    rows = []
+    for index in range(48):
+        kind, base = ("essay", 160) if index % 2 else ("list", 20)
+        prompt = f"Write a {kind} about {TOPICS[index % len(TOPICS)]} number {index}."
+        for model, scale in (("short", 1), ("long", 4)):
+            rows.append({"split": "validate" if index >= 36 else "train", "prompt_id": str(index), "model": model,
+                         "prompt_text": prompt, "output_sizes": [base * scale + offset for offset in range(10)]})
+    path = tmp_path_factory.mktemp("castillo") / "pairs.jsonl.gz"
+    with gzip.open(path, "wt") as stream:
+        stream.writelines(json.dumps(row) + "\n" for row in rows)
+    return path
+
+
+def test_fine_tuning_changes_the_encoder_only_and_ships_as_an_int8_delta(castillo_file: Path, tmp_path: Path) -> None:
+    from transformers import AutoModel
+
+    lines: list[str] = []
+    config = FinetuneConfig(max_tokens=16, epochs=1, batch_prompts=8, head_hidden=16, holdout_share=0.2, threads=1)
+    record = finetune(castillo_file, tmp_path / "backbone", config, log=lines.append)
+    assert record["best_epoch"] == 1 and json.loads(lines[0])["epoch"] == 0
+    packaged = AutoModel.from_pretrained(str(packaged_backbone_dir())).state_dict()
+    tuned = AutoModel.from_pretrained(str(tmp_path / "backbone")).state_dict()
+    word = "embeddings.word_embeddings.weight"
+    assert torch.equal(tuned[word], packaged[word])
+    assert not torch.equal(tuned["encoder.layer.5.output.dense.weight"], packaged["encoder.layer.5.output.dense.weight"])
+
+    head_config = CastilloConfig(max_tokens=16, head_hidden=16, epochs=60, patience=60, holdout_share=0.2, batch_size=32,
+                                 backbone_int8=True, backbone_dir=str(tmp_path / "backbone"))
+    trained, _ = train_castillo(castillo_file, tmp_path / "artifact", head_config, embedding_cache=None, progress=False)
+    assert trained.config.backbone is BackboneSource.DELTA
+    files = sorted(path.name for path in (tmp_path / "artifact").iterdir())
+    assert files == [DELTA_FILE, "calibration.json", "config.json", "head.safetensors"]
+    assert word not in load_file(tmp_path / "artifact" / DELTA_FILE)
+    prompts = ["Write a essay about owls number 900.", "Write a list about owls number 901."]
+    loaded = Forecaster.load(tmp_path / "artifact")
+    states = trained.embed(prompts)
+    assert torch.equal(torch.as_tensor(states), torch.as_tensor(loaded.embed(prompts)))  # the int8 weights exactly as served
+    essay, listing = Predictor.load(tmp_path / "artifact").predict(prompts, models=["long", "long"])
+    assert essay.mean > listing.mean
