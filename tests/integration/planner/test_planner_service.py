@@ -4,17 +4,20 @@ stages from it and in-process."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import time
 
 import grpc
 import pytest
+import redis.asyncio as aioredis
 from forethought.planner import LatencyCoefficients, LinearTerms, ModelNode
-from forethought.planner.calibration import CalibratedProfile, save_profile
+from forethought.planner.calibration import CalibratedProfile, load_profile, save_profile
 from forethought.planner.job_file import MODEL_SHAPES, load_job_file, plan_job, resolve_cdfs
 from forethought.planner.lengths import castillo_path
 from forethought.rpc.errors import rich_status_of
+from forethought.services.planner.job_store import JobStore
 from forethought.services.planner.servicer import job_from_proto, job_to_proto, plans_to_proto
 from forethought.v1 import planner_pb2, planner_pb2_grpc
 from google.rpc import error_details_pb2
@@ -169,7 +172,21 @@ def smol_profile(path, load_s: float):
                                           load_s), path)
 
 
-def test_plan_simulates_a_profiled_shape_with_its_profile_and_refuses_an_unknown_one(stub, repo, tmp_path):
+def stored_profiles(redis_url: str, namespace: str, job_id: str) -> tuple[CalibratedProfile, ...]:
+    async def read() -> tuple[CalibratedProfile, ...]:
+        client = aioredis.from_url(redis_url)
+        try:
+            stored = await JobStore(client, namespace).get(job_id)
+            assert stored is not None
+            return stored.cost_profiles
+        finally:
+            await client.aclose()
+
+    return asyncio.run(read())
+
+
+def test_plan_simulates_a_profiled_shape_with_its_profile_and_refuses_an_unknown_one(stub, repo, tmp_path,
+                                                                                      redis_server, namespace):
     small = load_job_file(repo / "examples/jobs/chain_summary_small.yaml")
     request = planner_pb2.PlanRequest(job=job_to_proto(small), seed=small.seed, skip_baselines=True)
     roofline = stub.Plan(request, timeout=60).estimated_makespan_s
@@ -178,6 +195,8 @@ def test_plan_simulates_a_profiled_shape_with_its_profile_and_refuses_an_unknown
     reply = stub.Plan(profiled, timeout=60)
     assert reply.estimated_makespan_s != roofline
     assert reply.stages[0].estimated_s > 100.0  # the profile's load time, paid by the first stage's model
+    # Kept whole with the job, for a run that searches its stages again.
+    assert stored_profiles(redis_server.url, namespace, reply.job_id) == (load_profile(profiled.cost_profiles[0]),)
     profiled.cost_profiles[:] = ["no-such-profile"]
     with pytest.raises(grpc.RpcError) as raised:
         stub.Plan(profiled, timeout=60)

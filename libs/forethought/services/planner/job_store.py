@@ -12,11 +12,13 @@ dispatches to workers.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
 
+from forethought.planner.calibration import CalibratedProfile, profile_from_dict, profile_to_dict
 from forethought.planner.job import Job
 from forethought.planner.plans import ExecutionPlan
 from forethought.planner.running import JobRun
@@ -74,6 +76,8 @@ class StoredJob:
     seed: int
     preemption: bool
     record: RunRecord
+    cost_profiles: tuple[CalibratedProfile, ...] = ()
+    """The calibrated profiles the job was planned with; a re-planning search uses them too."""
 
     def run(self, job: Job, finished: frozenset[str]) -> JobRun:
         """The run as stored, with ``finished`` requests."""
@@ -99,13 +103,15 @@ class JobStore:
         return f"{self._ns}:planner:job:{job_id}"
 
     async def create(self, job_id: str, job: planner_pb2.PlanJob, plan: planner_pb2.PlanResponse, seed: int,
-                     preemption: bool) -> bool:
-        """Stores a planned job; False when the id is taken."""
+                     preemption: bool, cost_profiles: Sequence[CalibratedProfile] = ()) -> bool:
+        """Stores a planned job (its profiles whole, so no file is needed to re-plan); False when the id is taken."""
         # NOTE: the "job" field claims the id; get() sees the job once "run" is written after it.
         if not await self._redis.hsetnx(self._key(job_id), "job", job.SerializeToString()):
             return False
+        profiles = json.dumps([profile_to_dict(profile) for profile in cost_profiles])
         await self._redis.hset(self._key(job_id), mapping={"plan": plan.SerializeToString(), "seed": seed,
-                                                           "preemption": int(preemption), "run": RunRecord().to_json()})
+                                                           "preemption": int(preemption), "cost_profiles": profiles,
+                                                           "run": RunRecord().to_json()})
         return True
 
     async def get(self, job_id: str) -> StoredJob | None:
@@ -114,7 +120,9 @@ class JobStore:
             return None
         return StoredJob(job_id, planner_pb2.PlanJob.FromString(entry[b"job"]),
                          planner_pb2.PlanResponse.FromString(entry[b"plan"]), int(entry[b"seed"]),
-                         entry[b"preemption"] == b"1", RunRecord.from_json(entry[b"run"].decode()))
+                         entry[b"preemption"] == b"1", RunRecord.from_json(entry[b"run"].decode()),
+                         tuple(profile_from_dict(found, f"job {job_id}'s profile")
+                               for found in json.loads(entry.get(b"cost_profiles", b"[]"))))
 
     async def save_stages(self, stored: StoredJob, stages: tuple[Stage, ...]) -> None:
         """Replaces the stages of the job's plan (a run searched the stages left again)."""

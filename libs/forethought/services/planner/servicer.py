@@ -22,7 +22,6 @@ from forethought.costmodel import ModelSpec
 from forethought.domain import InvalidField, require
 from forethought.planner import (
     ApplicationPlan,
-    CostModel,
     DevicePool,
     Job,
     JobRequest,
@@ -30,7 +29,7 @@ from forethought.planner import (
     OutputLengthCDF,
     realise,
 )
-from forethought.planner.calibration import CalibratedProfile, load_profile
+from forethought.planner.calibration import CalibratedProfile, calibrated_cost_model, load_profile
 from forethought.planner.job import validate_job
 from forethought.planner.job_file import HARDWARE, JobFile, JobPlans, LengthSource, plan_job, resolve_cdfs
 from forethought.planner.running import JobRun
@@ -182,7 +181,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         log.info("planned %s: %d stages, %.1f s estimated, searched in %.2f s", job_id, len(plans.samullm.stages),
                  plans.samullm.inference_s, plans.samullm.search_s)
         reply = plans_to_proto(job_id, job_file.job, plans)
-        if not await self._store.create(job_id, request.job, reply, request.seed, not request.no_preemption):
+        if not await self._store.create(job_id, request.job, reply, request.seed, not request.no_preemption, profiles):
             raise AlreadyExists(f"job_id: {job_id!r} was planned meanwhile; plan under another id")
         return reply
 
@@ -246,7 +245,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
             workload = realise(job, cdfs, random.Random(stored.seed))
         except InvalidField as error:
             raise InvalidField(f"job.{error.field}", error.rule) from error
-        cost = CostModel(job)
+        cost = calibrated_cost_model(job, stored.cost_profiles)
         return lambda run: run.replanned(workload, cost, time.perf_counter, stored.preemption)
 
     async def _stored(self, job_id: str) -> StoredJob:
