@@ -179,20 +179,32 @@ async def _run(backend: Any, prompts: _Prompts, meter: _Meter, cases: list[HeldO
 
 
 async def _decode_step(backend: Any, prompts: _Prompts, meter: _Meter, probe: DecodeProbe) -> float:
-    """The mean decode iteration of the batch: the meter from the first request's first output token to its
-    last, over the steps between them."""
+    """The mean decode iteration of the batch: the meter from the moment every request has its first token
+    (all prompts prefilled: the engine may take them in more than one iteration) to the first request's
+    last token, over the first request's steps between."""
     requests = [prompts.request(probe.context_tokens, probe.steps + 1) for _ in range(probe.batch)]
-    marks: dict[int, float] = {}
+    started: set[int] = set()
+    window: dict[str, tuple[float, int]] = {}
+    first_produced = 0
 
-    def mark(produced: int) -> None:
-        marks.setdefault(produced, meter.read())
+    def on_token(index: int) -> Callable[[int], None]:
+        def seen(produced: int) -> None:
+            nonlocal first_produced
+            if index == 0:
+                first_produced = produced
+            started.add(index)
+            if len(started) == probe.batch and "start" not in window:
+                window["start"] = (meter.read(), first_produced)
+            if index == 0 and produced == probe.steps + 1:
+                window["end"] = (meter.read(), produced)
+        return seen
 
-    await asyncio.gather(*(_drain(backend, request, mark if index == 0 else None)
-                           for index, request in enumerate(requests)))
-    first, last = min(marks), max(marks)
-    if last == first:
-        raise RuntimeError(f"the engine streamed the {probe.steps + 1} tokens of a decode probe in one message")
-    return (marks[last] - marks[first]) / (last - first)
+    await asyncio.gather(*(_drain(backend, request, on_token(index)) for index, request in enumerate(requests)))
+    (begin, from_token), (end, to_token) = window["start"], window["end"]
+    if to_token - from_token < 2:
+        raise RuntimeError(f"a decode probe of {probe.batch} x {probe.context_tokens} tokens left fewer than two "
+                           f"decode steps after its prefills; raise decode_steps above {probe.steps}")
+    return (end - begin) / (to_token - from_token)
 
 
 def report(profile: CalibratedProfile) -> str:
