@@ -83,7 +83,8 @@ class VllmEngineOptions:
     engine_env: Mapping[str, str] = field(default_factory=dict)
     """Environment variables set while the engine starts, so its processes inherit them."""
     tensor_parallel_size: int = 1
-    """Devices one replica of the model is split over (vLLM's ``tensor_parallel_size``; a GPU host)."""
+    """Devices one replica of the model is split over (vLLM's ``tensor_parallel_size``; a GPU host). Above 1
+    a ``uni`` executor becomes ``mp``: vLLM's single-process executor runs one device only."""
 
     def __post_init__(self) -> None:
         if self.tensor_parallel_size < 1:
@@ -161,10 +162,16 @@ def compute_threads(requested: int, usable_cpus: int) -> int:
     return requested if requested > 0 else max(1, usable_cpus - 1)
 
 
+def executor_of(options: VllmEngineOptions) -> str:
+    """vLLM's ``distributed_executor_backend`` for ``options``: ``mp`` in place of ``uni`` for a model split
+    over several devices."""
+    return "mp" if options.executor == "uni" and options.tensor_parallel_size > 1 else options.executor
+
+
 def start_environment(options: VllmEngineOptions, on_cpu: bool, usable_cpus: int) -> dict[str, str]:
     """The environment an engine of ``options`` starts in: what the executor needs, then ``engine_env``."""
     env: dict[str, str] = {}
-    if options.executor == "uni" and on_cpu:
+    if executor_of(options) == "uni" and on_cpu:
         # vLLM's CPU platform turns a uni executor into mp unless multiprocessing is off.
         env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         # Without mp's binding, torch would start one thread per CPU, the front end's included.
@@ -184,7 +191,7 @@ def engine_args(
         kv_cache_memory_bytes=int(options.kv_cache_gib * (1 << 30)),
         block_size=options.block_size,
         dtype=dtype,
-        distributed_executor_backend=options.executor,
+        distributed_executor_backend=executor_of(options),
         enforce_eager=options.enforce_eager,
         enable_prefix_caching=True,
         scheduling_policy="priority",
