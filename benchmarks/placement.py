@@ -31,6 +31,7 @@ import asyncio
 import multiprocessing
 import os
 import random
+import shlex
 import statistics
 import subprocess
 import sys
@@ -208,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         redis.stop()
     table = render_table(results)
     args.out.mkdir(parents=True, exist_ok=True)
-    command = " ".join(["forethought bench placement", *(sys.argv[1:] if argv is None else argv)])
+    command = shlex.join(["forethought", "bench", "placement", *(sys.argv[1:] if argv is None else argv)])
     header = (
         f"Command: `{command}`.\n\n"
         f"Placement decisions in process against a real Redis index: {WORKERS} workers, "
@@ -646,7 +647,7 @@ def projection(runs: Sequence[ReplicaRun], target_per_s: float) -> str:
             f"decisions/s take {replicas_needed:.1f} scheduler cores ({1000 / scheduler_ms:,.0f} decisions per "
             f"replica-core-second) and {target_per_s * redis_ms / 1000:.2f} of Redis's one core; one Redis "
             f"stops the replicas at about {redis_ceiling:,.0f} decisions/s "
-            f"({redis_ms * 1000:.0f} microseconds of Redis CPU per decision).\n")
+            f"({redis_ms * 1000:.0f} microseconds of Redis CPU per decision).")
 
 
 if __name__ == "__main__":
