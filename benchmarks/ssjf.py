@@ -30,6 +30,7 @@ averages stable loads (< 1) and overloaded ones (>= 1) separately.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -222,7 +223,9 @@ def heldout_forecasts(model_dir: Path) -> Path:
     written = Path(model_dir) / HELDOUT_FILE
     if written.exists():
         return written
-    cached = CACHE_ROOT / "bench" / "ssjf" / f"{Path(model_dir).name}-v{artifact_version(model_dir)}-{HELDOUT_FILE}"
+    # the config's digest too (it holds the training metrics): a retrained artifact keeps its name and version
+    digest = hashlib.blake2b((Path(model_dir) / "config.json").read_bytes(), digest_size=6).hexdigest()
+    cached = CACHE_ROOT / "bench" / "ssjf" / f"{Path(model_dir).name}-v{artifact_version(model_dir)}-{digest}-{HELDOUT_FILE}"
     if not cached.exists():
         score_heldout(Path(model_dir), cached)
     return cached

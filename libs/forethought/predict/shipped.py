@@ -1,21 +1,23 @@
 """The predictor shipped in the package, and which predictor to load (SSJF section 3.1).
 
-The package carries a two-layer head trained on the packaged MiniLM-L6 left frozen: the paper's phase 2
-alone (``python -m forethought.predict.train --shipped`` rewrites it), so SSJF orders requests on a fresh
-install. A predictor fine-tuned in both phases (``forethought train-predictor``) ranks better, so once
-one of the current artifact format is in the cache, it is the one loaded.
+The package carries a model-aware two-layer head on MiniLM-L6 fine-tuned on CASTILLO (both phases; the
+fine-tuned encoder stored as an int8 delta over the packaged MiniLM, ``BackboneSource.DELTA``), so SSJF
+orders requests for the served model on a fresh install (docs/predictor.md says how it is rebuilt). A
+predictor trained by ``forethought train-predictor`` into the cache is taken to be the operator's choice,
+so once one of the current artifact format is there, it is the one loaded.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from forethought.cache import PREDICTOR_DIR
-from forethought.predict.artifact import artifact_problem
+from forethought.predict.artifact import BackboneSource, artifact_problem
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "shipped_head"
-"""The shipped artifact: config.json, calibration.json, head.safetensors (no backbone copy)."""
+"""The shipped artifact: config.json, calibration.json, head.safetensors and backbone.safetensors (the int8 delta)."""
 
 
 @dataclass(frozen=True)
@@ -44,5 +46,11 @@ def resolve_predictor(explicit: Path | None = None, fine_tuned: Path = PREDICTOR
     if problem is None:
         return PredictorChoice(fine_tuned, f"fine-tuned predictor in {fine_tuned}")
     return PredictorChoice(
-        SHIPPED_DIR, f"shipped predictor (frozen MiniLM; {problem}: `forethought train-predictor` fine-tunes a better one)"
+        SHIPPED_DIR, f"shipped predictor ({shipped_backbone()}; {problem}: `forethought train-predictor` trains another)"
     )
+
+
+def shipped_backbone() -> str:
+    """What the shipped head reads: the packaged MiniLM frozen, or fine-tuned (stored as an int8 delta)."""
+    backbone = json.loads((SHIPPED_DIR / "config.json").read_text()).get("backbone")
+    return "MiniLM fine-tuned on CASTILLO, int8" if backbone == BackboneSource.DELTA.value else "frozen MiniLM"

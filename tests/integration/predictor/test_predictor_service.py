@@ -86,14 +86,14 @@ def test_with_no_model_dir_the_service_starts_with_the_shipped_predictor(start_s
     short_forecast, long_forecast = reply.forecasts
     assert long_forecast.mean > short_forecast.mean and long_forecast.bucket > short_forecast.bucket
     assert reply.model_version == "1"
-    assert "forecasting with the shipped predictor (frozen MiniLM; no trained predictor in" in service.log()
+    assert "forecasting with the shipped predictor (MiniLM fine-tuned on CASTILLO, int8; no trained predictor in" in service.log()
 
 
 def test_the_wheel_carries_the_shipped_predictor(tmp_path, repo):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(repo)], check=True)
     with zipfile.ZipFile(next(tmp_path.glob("forethought-*.whl"))) as wheel:
         shipped = sorted(name for name in wheel.namelist() if name.startswith("forethought/predict/shipped_head/"))
-    assert [name.rsplit("/", 1)[1] for name in shipped] == ["calibration.json", "config.json", "head.safetensors"]
+    assert [name.rsplit("/", 1)[1] for name in shipped] == ["backbone.safetensors", "calibration.json", "config.json", "head.safetensors"]
 
 
 def test_forecasts_are_for_the_requests_model_and_an_unseen_model_learns_from_observe(start_service, tmp_path):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from forethought.predict import NO_HISTORY, ConversationHistory, Predictor
-from forethought.predict.artifact import HEAD_FILE, LEGACY_HEAD_FILE, BackboneSource
+from forethought.predict.artifact import DELTA_FILE, HEAD_FILE, LEGACY_HEAD_FILE, BackboneSource
 from forethought.predict.shipped import SHIPPED_DIR, resolve_predictor
 from safetensors.torch import load_file
 
@@ -43,18 +43,22 @@ def test_the_shipped_predictor_loads_with_an_empty_cache_and_ranks_a_long_reques
     reply = json.loads(subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True,
                                       text=True, check=True).stdout)
     assert Path(reply["directory"]) == Path(reply["package"]).parent / "predict" / "shipped_head"
-    assert reply["description"].startswith(f"shipped predictor (frozen MiniLM; no trained predictor in {cache / 'predictor'}")
+    assert reply["description"].startswith(
+        f"shipped predictor (MiniLM fine-tuned on CASTILLO, int8; no trained predictor in {cache / 'predictor'}")
     short_alone, long_alone, short_chat, long_chat = reply["means"]
     assert long_alone > 1.5 * short_alone
     assert long_chat > 1.5 * short_chat
     assert not cache.exists()  # loading wrote nothing
 
 
-def test_the_shipped_artifact_is_a_small_head_on_the_packaged_backbone() -> None:
+def test_the_shipped_artifact_is_a_small_head_on_an_int8_delta_of_the_packaged_backbone() -> None:
     config = json.loads((SHIPPED_DIR / "config.json").read_text())
-    assert config["backbone"] == BackboneSource.PACKAGED.value and config["version"] == 1
-    assert sorted(path.name for path in SHIPPED_DIR.iterdir()) == ["calibration.json", "config.json", HEAD_FILE]
+    assert config["backbone"] == BackboneSource.DELTA.value and config["version"] == 1
+    assert sorted(path.name for path in SHIPPED_DIR.iterdir()) == [DELTA_FILE, "calibration.json", "config.json", HEAD_FILE]
     assert (SHIPPED_DIR / HEAD_FILE).stat().st_size < 300_000
+    # the fine-tuned encoder in int8, without the word embeddings it shares with the packaged MiniLM (47 MB)
+    assert (SHIPPED_DIR / DELTA_FILE).stat().st_size < 12_500_000
+    assert not any(name.startswith("embeddings.word_embeddings") for name in load_file(SHIPPED_DIR / DELTA_FILE))
     head = load_file(SHIPPED_DIR / HEAD_FILE)
     # text state, history features, one-hot of the 13 CASTILLO models, the any-model slot, prompt length
     assert len(config["models"]) == 13
@@ -107,5 +111,5 @@ def test_a_refit_of_the_shipped_predictor_is_written_to_the_cache(tmp_path: Path
         predictor.observe(f"{SHORT} ({index})", 12)
     written = predictor.refit(epochs=2)
     assert written == tmp_path / "shipped_head-v2"
-    assert sorted(path.name for path in written.iterdir()) == ["calibration.json", "config.json", HEAD_FILE]
+    assert sorted(path.name for path in written.iterdir()) == [DELTA_FILE, "calibration.json", "config.json", HEAD_FILE]
     assert Predictor.load(written).version == 2
