@@ -50,6 +50,7 @@ class FinetuneConfig:
     holdout_share: float = 0.1
     validate_train_share: float = 0.5
     threads: int = 2
+    init_backbone: str = ""  # a backbone this module wrote, to train further (its head starts afresh); empty: packaged
     seed: int = 0
 
 
@@ -115,7 +116,7 @@ def finetune(path: Path, out_dir: Path, config: FinetuneConfig = FinetuneConfig(
     fit, held = PairBatches(splits["fit"], models), PairBatches(splits["calibration"], models)
     backbone_dir = packaged_backbone_dir()
     tokenizer = AutoTokenizer.from_pretrained(str(backbone_dir))
-    model = ProxyLengthModel(AutoModel.from_pretrained(str(backbone_dir)), Formulation.REG_L1, config.head_hidden,
+    model = ProxyLengthModel(AutoModel.from_pretrained(config.init_backbone or str(backbone_dir)), Formulation.REG_L1, config.head_hidden,
                              Pooling.MEAN, model_input_width(models))
     model.backbone.embeddings.word_embeddings.weight.requires_grad_(False)
     model.start_at(fit.log_means)
@@ -181,10 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
     parser.add_argument("--rank-weight", type=float, default=defaults.rank_weight)
     parser.add_argument("--threads", type=int, default=defaults.threads)
+    parser.add_argument("--init-backbone", type=Path, default=None, help="continue from a backbone this command wrote")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     config = FinetuneConfig(max_tokens=args.max_tokens, epochs=args.epochs, learning_rate=args.learning_rate,
-                            rank_weight=args.rank_weight, threads=args.threads)
+                            rank_weight=args.rank_weight, threads=args.threads, init_backbone=str(args.init_backbone or ""))
     record = finetune(args.castillo, args.out, config, log=lambda line: print(line, flush=True))
     print(f"best epoch {record.get('best_epoch')}; backbone: {args.out}")
     return 0

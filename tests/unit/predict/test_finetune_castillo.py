@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,9 @@ def test_fine_tuning_changes_the_encoder_only_and_ships_as_an_int8_delta(castill
     word = "embeddings.word_embeddings.weight"
     assert torch.equal(tuned[word], packaged[word])
     assert not torch.equal(tuned["encoder.layer.5.output.dense.weight"], packaged["encoder.layer.5.output.dense.weight"])
+    # a further run starts from that backbone (a fresh head with the same seed scores it differently)
+    further = finetune(castillo_file, tmp_path / "further", replace(config, init_backbone=str(tmp_path / "backbone")), log=lines.append)
+    assert further["epochs"][0]["held_out_l1"] != record["epochs"][0]["held_out_l1"]
 
     head_config = CastilloConfig(max_tokens=16, head_hidden=16, epochs=60, patience=60, holdout_share=0.2, batch_size=32,
                                  backbone_int8=True, backbone_dir=str(tmp_path / "backbone"))
