@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +16,7 @@ import grpc
 import pytest
 from forethought.cluster.redis_server import RedisProcess, free_port, start_redis
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from redis.asyncio import Redis
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -26,6 +27,19 @@ def redis_server() -> Iterator[RedisProcess]:
     server = start_redis()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def redis_port(redis_server: RedisProcess) -> int:
+    return redis_server.port
+
+
+@pytest.fixture
+async def redis_client(redis_port: int) -> AsyncIterator[Redis]:
+    """An asyncio client of the session's Redis."""
+    client = Redis(host="127.0.0.1", port=redis_port)
+    yield client
+    await client.aclose()
 
 
 @pytest.fixture

@@ -3,15 +3,16 @@
 Replicas share one Redis (Preble section 4.1's global scheduler, run as several processes). A replica
 records ``<namespace>:owner:<request id> = <replica id>`` with a TTL when it accepts a request, refreshes
 the records of the requests it still holds every third of the TTL, and deletes them when they end; a
-replica that dies leaves records that expire. A ``Cancel`` for an id the receiving replica does not hold
-is forwarded to the owner over Redis: published on the owner's channel with a reply key, answered there
-by a push to that key. The ids are the scheduler's own (``<tenant>/<id>`` with tenants), so a tenant
-reaches only its own requests on any replica.
+replica that dies leaves records that expire. Records are written in one pipeline per ``flush_interval_s``
+(50 ms), off the requests' path; a request that ends before its record was written costs no write at
+all. A ``Cancel`` for an id the receiving replica does not hold is forwarded to the owner over Redis:
+published on the owner's channel with a reply key, answered there by a push to that key. The ids are
+the scheduler's own (``<tenant>/<id>`` with tenants), so a tenant reaches only its own requests on any
+replica.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import uuid
@@ -36,26 +37,54 @@ class RequestOwners:
         namespace: the mesh's key namespace.
         ttl_s: how long a record outlives its last refresh (a dead replica's records go after this).
         answer_timeout_s: how long a forwarded cancel waits for the owner's answer.
+        flush_interval_s: how often the records of accepted and ended requests are written, in one pipeline.
     """
 
-    def __init__(self, redis: aioredis.Redis, namespace: str, ttl_s: float = 30.0, answer_timeout_s: float = 2.0) -> None:
+    def __init__(self, redis: aioredis.Redis, namespace: str, ttl_s: float = 30.0, answer_timeout_s: float = 2.0,
+                 flush_interval_s: float = 0.05) -> None:
         self.replica_id = uuid.uuid4().hex[:12]
+        self.flush_interval_s = flush_interval_s
         self._redis = redis
         self._namespace = namespace
         self._ttl_ms = round(ttl_s * 1000)
         self._answer_timeout_s = answer_timeout_s
         self._held: set[str] = set()
-        self._writes: set[asyncio.Task[None]] = set()
+        self._unwritten: set[str] = set()  # held, record not yet written
+        self._ended: set[str] = set()  # record written, request since ended
 
     def hold(self, request_id: str) -> None:
-        """This replica accepted the request: record it as the owner (in the background, off the request's path)."""
+        """This replica accepted the request: its record is written at the next flush."""
         self._held.add(request_id)
-        self._write(self._redis.set(self._key(request_id), self.replica_id, px=self._ttl_ms))
+        self._unwritten.add(request_id)
 
     def release(self, request_id: str) -> None:
-        """The request ended here: drop its record."""
+        """The request ended here: its record is deleted at the next flush (never written, if it was not yet)."""
         self._held.discard(request_id)
-        self._write(self._redis.delete(self._key(request_id)))
+        if request_id in self._unwritten:
+            self._unwritten.discard(request_id)
+        else:
+            self._ended.add(request_id)
+
+    async def flush(self) -> None:
+        """Writes the records of requests accepted and deletes those of requests ended since the last flush.
+
+        A failed write is retried at the next flush; a cancel meanwhile reaches only this replica.
+        """
+        if not self._unwritten and not self._ended:
+            return
+        written, ended = self._unwritten, self._ended
+        self._unwritten, self._ended = set(), set()
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for request_id in written:
+                    pipe.set(self._key(request_id), self.replica_id, px=self._ttl_ms)
+                if ended:
+                    pipe.delete(*(self._key(request_id) for request_id in ended))
+                await pipe.execute()
+        except RedisError as error:
+            self._unwritten |= written & self._held
+            self._ended |= ended
+            log.debug("owner records not written: %s", error)
 
     async def refresh(self) -> None:
         """Renews the records of every request still held (call every third of the TTL)."""
@@ -108,18 +137,6 @@ class RequestOwners:
             pipe.rpush(message["reply"], b"1" if cancelled else b"0")
             pipe.expire(message["reply"], 10)  # a forwarder that gave up leaves no key behind
             await pipe.execute()
-
-    def _write(self, operation: Awaitable[object]) -> None:
-        task = asyncio.ensure_future(self._logged(operation))
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
-
-    @staticmethod
-    async def _logged(operation: Awaitable[object]) -> None:
-        try:
-            await operation
-        except RedisError as error:  # the next refresh writes it again; a cancel meanwhile reaches only this replica
-            log.debug("owner record not written: %s", error)
 
     def _key(self, request_id: str) -> str:
         return f"{self._namespace}:owner:{request_id}"
