@@ -193,6 +193,7 @@ class SchedulerShell:
             asyncio.create_task(self.placement.run()),
             asyncio.create_task(self._every(self._settings.registry_poll_s, self._refresh_workers, "reading the worker registry")),
             asyncio.create_task(self._every(self._settings.sweep_interval_s, self._sweep, "sweeping the prefix index")),
+            asyncio.create_task(self._every(self._owners.flush_interval_s, self._owners.flush, "writing request owner records")),
             asyncio.create_task(self._every(10.0, self._owners.refresh, "renewing the records of the requests held here")),
             asyncio.create_task(self._every(1.0, self._serve_cancels, "answering cancels forwarded by other replicas")),
         ]
