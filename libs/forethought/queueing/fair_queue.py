@@ -98,6 +98,20 @@ class FairQueue:
     def retry_after_s(self, now: float) -> float:
         return retry_after(self.drain_rate(now), self._max_retry_after_s)
 
+    def at_share(self, tenant: str, limit: int) -> bool:
+        """Whether ``limit`` requests wait and ``tenant`` holds its equal share of them.
+
+        The share is among the tenants waiting, ``tenant`` counted, so a tenant sending less than the others
+        is still admitted when a flooding one filled the limit (the total then passes it by at most one
+        request per tenant).
+        """
+        if len(self) < limit:
+            return False
+        own = self._queues.get(tenant)
+        held = len(own) if own is not None else 0
+        tenants = len(self._waiting()) + (0 if held else 1)
+        return held * tenants >= limit
+
     def _waiting(self) -> list[str]:
         return [tenant for tenant, queue in self._queues.items() if len(queue)]
 

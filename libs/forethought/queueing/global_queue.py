@@ -128,6 +128,10 @@ class GlobalQueue:
             self._pop_times.popleft()
         return len(self._pop_times) / self._drain_window_s
 
+    def at_share(self, tenant: str, limit: int) -> bool:
+        """Whether ``tenant`` holds its share of ``limit`` waiting requests: here, one queue, the whole limit."""
+        return len(self) >= limit
+
     def retry_after_s(self, now: float) -> float:
         """Expected wait for one slot to free: one inter-pop gap at the recent drain rate."""
         return retry_after(self.drain_rate(now), self._max_retry_after_s)

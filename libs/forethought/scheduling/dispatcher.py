@@ -51,7 +51,8 @@ class Dispatcher:
         quarantine_s: how long a lost worker stays out even if the registry still lists it.
         best_effort_limit: waiting requests beyond which best-effort ones are refused (``QueueFull``) while
             real-time ones are still admitted up to the queue's capacity: overload sheds BE first (BROS
-            section 3's classes); None: the queue's capacity for both.
+            section 3's classes); with a fair queue, only from tenants holding their equal share of the
+            limit, so shedding follows fair share too. None: the queue's capacity for both.
     """
 
     def __init__(self, router: Router, queue: GlobalQueue | FairQueue, slots: WorkerSlots,
@@ -118,14 +119,15 @@ class Dispatcher:
         """Admits a request to the queue.
 
         Raises:
-            QueueFull: the queue is at capacity, or at ``best_effort_limit`` for a best-effort request
-                (``retry_after_s`` is the hint for the caller).
+            QueueFull: the queue is at capacity, or at ``best_effort_limit`` for a best-effort request of a
+                tenant holding its share (``retry_after_s`` is the hint for the caller).
             ValueError: a live request already has this id.
         """
         if request.request_id in self.requests:
             raise ValueError(f"request_id {request.request_id!r} is already live")
         limit = self.best_effort_limit
-        if limit is not None and request.queued.service_class is ServiceClass.BE and len(self.queue) >= limit:
+        if (limit is not None and request.queued.service_class is ServiceClass.BE
+                and self.queue.at_share(request.queued.tenant, limit)):
             raise QueueFull(limit, self.queue.retry_after_s(now))
         self.queue.push(request.queued, now)
         request.status = PlacementStatus.QUEUED

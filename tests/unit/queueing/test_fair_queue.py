@@ -69,3 +69,16 @@ def test_capacity_removal_and_revision_span_tenants() -> None:
     assert queue.revise("a0", priority=-1.0).priority == -1.0
     assert [request.request_id for request in queue.ordered(0.0)] == ["a0"]
     assert queue.peek(0.0) is not None and drain(queue) == ["a0"] and queue.peek(0.0) is None
+
+
+def test_at_the_limit_only_tenants_holding_their_equal_share_are_at_it() -> None:
+    queue = FairQueue(build_policy("fcfs"))
+    for index in range(4):
+        queue.push(make_request(f"a{index}", "a"), 0.0)
+    assert not queue.at_share("a", 5)  # below the limit nobody is
+    assert queue.at_share("a", 4)
+    assert not queue.at_share("b", 4)  # b waits for nothing: its share of two tenants is 2
+    queue.push(make_request("b0", "b"), 0.0)
+    queue.push(make_request("b1", "b"), 0.0)
+    assert queue.at_share("b", 4) and queue.at_share("a", 4)  # 2 and 4 of 4 with two tenants
+    assert not queue.at_share("c", 4)  # a third tenant's share is 4/3

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 from forethought.domain import ClassLoad, EngineStats, GenerationRequest, ServiceClass
-from forethought.queueing import GlobalQueue, QueuedRequest, QueueFull, build_policy, engine_priority
+from forethought.queueing import FairQueue, GlobalQueue, QueuedRequest, QueueFull, build_policy, engine_priority
 from forethought.routing import build_router
 from forethought.scheduling import (
     Dispatcher,
@@ -147,6 +147,24 @@ def test_past_the_best_effort_limit_only_real_time_requests_are_admitted() -> No
     second.queued = replace(second.queued, service_class=ServiceClass.RT, ttft_slo_s=1.0)
     dispatcher.submit(second, now=0.0)  # up to the queue's capacity
     assert sorted(dispatcher.requests) == ["be-1", "rt", "rt-2"]
+
+
+def test_a_flooding_tenant_at_the_best_effort_limit_does_not_shut_out_a_light_one() -> None:
+    dispatcher = Dispatcher(build_router("round_robin"), FairQueue(build_policy("rtbe"), 100), WorkerSlots(1),
+                            best_effort_limit=4)
+
+    def of(rid: str, tenant: str) -> ScheduledRequest:
+        request = make_request(rid)
+        request.queued = replace(request.queued, tenant=tenant)
+        return request
+
+    submit_all(dispatcher, *(of(f"heavy-{i}", "heavy") for i in range(4)))
+    with pytest.raises(QueueFull):
+        dispatcher.submit(of("heavy-4", "heavy"), now=0.0)  # the limit, and heavy holds all of it
+    submit_all(dispatcher, of("light-0", "light"), of("light-1", "light"))  # under its share of two tenants
+    with pytest.raises(QueueFull):
+        dispatcher.submit(of("light-2", "light"), now=0.0)
+    assert sorted(dispatcher.requests) == ["heavy-0", "heavy-1", "heavy-2", "heavy-3", "light-0", "light-1"]
 
 
 def test_a_live_request_id_cannot_be_submitted_twice() -> None:
