@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -317,10 +317,12 @@ class CalibratedCosts:
         return LoadTimeModel(base.startup_s, base.tp_setup_s, base.read_bytes_per_s, table)
 
 
-def calibrated_cost_model(job: Job, profiles: Sequence[CalibratedProfile] = ()) -> CostModel:
-    """``CostModel(job)`` whose models of a profiled shape use the profile's executor and load time."""
+def calibrated_cost_model(job: Job, profiles: Sequence[CalibratedProfile] = (),
+                          held: Mapping[str, int] | None = None) -> CostModel:
+    """``CostModel(job)`` whose models of a profiled shape use the profile's executor and load time;
+    ``held``: the single-device replicas of each model the live workers hold already (no load)."""
     if not profiles:
-        return CostModel(job)
+        return CostModel(job, held=held)
     costs = CalibratedCosts(tuple(profiles))
     return CostModel(job, executors=costs.executors(profile_executors(job.devices)),
-                     load_times=costs.load_times(job))
+                     load_times=costs.load_times(job), held=held)

@@ -124,15 +124,15 @@ class JobPlans:
 
 def plan_job(job_file: JobFile, cdfs: Mapping[str, OutputLengthCDF], clock: Callable[[], float],
              preemption: bool = True, baselines: bool = True,
-             profiles: Sequence[CalibratedProfile] = ()) -> JobPlans:
+             profiles: Sequence[CalibratedProfile] = (), held: Mapping[str, int] | None = None) -> JobPlans:
     """Plans ``job_file`` with Algorithm 1 and (``baselines``) the Max- and Min-heuristics; each method draws
     the output lengths from ``random.Random(job_file.seed)``, so all three plan the same work. They share
     one cost model (calibrated ``profiles`` applied to the models of their shape), so a model run one method
     simulated is not simulated again for the next (the heuristics' ``simulations`` count only the runs new
-    to them)."""
+    to them). ``held``: the single-device replicas of each model the live workers already hold (no load)."""
     job = job_file.job
     validate_job(job)  # NOTE: before the cost model, which walks the graph
-    cost = calibrated_cost_model(job, profiles)
+    cost = calibrated_cost_model(job, profiles, held)
 
     def rng() -> random.Random:
         return random.Random(job_file.seed)

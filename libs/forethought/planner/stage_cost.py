@@ -4,7 +4,8 @@ A stage ``E = ((M_1, P_1), ..., (M_k, P_k))`` runs its models side by side, each
 model is simulated with its plan (``model_run``), in the fused graph's topological order, so a model whose
 input model runs in the same stage sees its requests become ready as the upstream requests finish
 (model-level pipelining). A model that the previous stage ran with another plan, or did not run, first
-loads (``LoadTimeModel``); one kept with the same plan goes on at once.
+loads (``LoadTimeModel``); one kept with the same plan goes on at once, and so does a plan of single-device
+replicas no more than the live workers already hold as their own model (``held``).
 
 The stage ends when its first model finishes (``t_E = min t_{M_i,P_i}``, section 4.2), and its throughput
 is ``T_E = FLOPs_E / t_E``, the FLOPs every model computed by then. ``StageCosting.cut`` re-runs the chosen
@@ -70,8 +71,11 @@ class CostModel:
         executors: ExecutorFactory | None = None,
         load_times: LoadTimeModel | None = None,
         engine: EngineSettings | None = None,
+        held: Mapping[str, int] | None = None,
     ) -> None:
         self.job = job
+        self.held = dict(held or {})
+        """Single-device replicas of each model the live workers hold as their own model, loaded all job long."""
         self._build_executor = executors or profile_executors(job.devices)
         self.load_times = load_times or LoadTimeModel()
         self.engine = engine or EngineSettings()
@@ -94,6 +98,10 @@ class CostModel:
             capacity = replica_profile(node, self.job.devices, tp).kv_capacity_tokens
             self._configs[key] = self.engine.engine_config(node, capacity)
         return self._configs[key]
+
+    def is_loaded(self, model: str, plan: ExecutionPlan) -> bool:
+        """Whether the workers' own models cover ``plan`` (tp 1, no more replicas than workers hold it)."""
+        return plan.tp == 1 and plan.dp <= self.held.get(model, 0)
 
     def for_stage(self, workload: Workload, loaded: Assignments) -> StageCosting:
         """Costs candidate stages from ``workload``, after a stage that ran ``loaded``."""
@@ -147,7 +155,8 @@ class StageCosting:
         if cached is not None:
             return cached
         node = self.cost.job.model_by_name[name]
-        load = 0.0 if self.loaded.get(name) == plan else self.cost.load_times.load_time(node, plan)
+        already = self.loaded.get(name) == plan or self.cost.is_loaded(name, plan)
+        load = 0.0 if already else self.cost.load_times.load_time(node, plan)
         work = self.workload.remaining_by_model.get(name, ())
         ready = self._ready_times(name, runs)
         # NOTE: a run is a function of these alone, so a model that sat a stage out is not simulated again.

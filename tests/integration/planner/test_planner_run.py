@@ -1,6 +1,7 @@
 """Running a planned job on real processes: a chain summary runs to its end on two sim workers through
 `forethought run` with every summary forwarded; a planner killed mid-job resumes from Redis without
-redoing a finished request; bad input gets a status naming its field."""
+redoing a finished request; bad input gets a status naming its field; a model a live worker holds is planned
+without its load."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 from forethought.cluster.registry import WorkerRecord, WorkerRegistry
-from forethought.planner.job_file import job_file_from_dict, load_job_file
+from forethought.planner.job_file import job_file_from_dict, load_job_file, plan_job, resolve_cdfs
 from forethought.services.planner.servicer import job_to_proto
 from forethought.v1 import planner_pb2, planner_pb2_grpc, worker_pb2, worker_pb2_grpc
+
+from tests.integration.live_mesh import wait_until
 
 SMOL = {"spec": "SmolLM2-135M", "max_seq_len": 2048}
 
@@ -258,3 +261,29 @@ def test_the_blocking_job_client_plans_runs_and_follows_a_job_file(repo, start_s
         with pytest.raises(ClientError) as refused:
             jobs.run("no-such-job")
     assert refused.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_a_model_a_worker_holds_is_planned_without_its_load(start_service, redis_server, namespace):
+    planner = start_service("planner")
+    job = chain_job([[300], [300], [300]])
+    job_file = job_file_from_dict(job, "chain")
+
+    def library(held: dict[str, int] | None) -> float:
+        return plan_job(job_file, resolve_cdfs(job_file, None), time.perf_counter, baselines=False,
+                        held=held).samullm.inference_s
+
+    async def holders() -> list[str]:
+        client = aioredis.from_url(redis_server.url)
+        records = await WorkerRegistry(client, namespace).workers()
+        await client.aclose()
+        return [record.model for record in records]
+
+    with grpc.insecure_channel(planner.address) as channel:
+        stub = planner_pb2_grpc.PlannerServiceStub(channel)
+        cold = plan(stub, job).estimated_makespan_s
+        start_service("worker", "--engine", "sim", "--model", "summarizer", "--worker-id", "w-summarizer")
+        wait_until(lambda: asyncio.run(holders()) == ["summarizer"], "the summarizer's worker registers")
+        warm = plan(stub, job).estimated_makespan_s
+    assert cold == pytest.approx(library(None))
+    assert warm == pytest.approx(library({"summarizer": 1}))
+    assert warm < cold

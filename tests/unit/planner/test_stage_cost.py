@@ -60,6 +60,17 @@ def test_tensor_parallelism_speeds_the_fixed_executor_and_load_time_is_paid_once
     assert kept.estimate({"b": P11}).duration_s == 13.0  # a new plan reloads
 
 
+def test_a_model_the_workers_hold_pays_no_load_for_as_many_single_device_replicas() -> None:
+    job = two_models()
+    workload = realise(job, {}, random.Random(0))
+    loads = LoadTimeModel(startup_s=3.0, tp_setup_s=0.0, read_bytes_per_s=1e30)
+    held = CostModel(job, fixed_executors(1.0), loads, held={"b": 1}).for_stage(workload, {})
+    assert held.estimate({"b": P11}).duration_s == 10.0
+    assert held.estimate({"b": P21}).duration_s == 3.0 + 10.0  # a second replica loads (b0 is one request)
+    assert held.estimate({"b": P12}).duration_s == 3.0 + 5.0  # the held replica is on one device
+    assert held.estimate({"a": P11}).duration_s == 3.0 + 4.0
+
+
 def test_runs_are_simulated_once_per_plan_and_upstream_plans() -> None:
     job = two_models()
     costing = make_cost(job).for_stage(realise(job, {}, random.Random(0)), {})

@@ -170,8 +170,9 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         job_id = request.job_id or f"{job_file.name}-{uuid.uuid4().hex[:8]}"
         if await self._store.get(job_id) is not None:
             raise AlreadyExists(f"job_id: {job_id!r} was planned already; Run it, or plan under another id")
+        held = await self._held_models()
         await self._slots.acquire()
-        search = asyncio.ensure_future(asyncio.to_thread(self._plan, job_file, request, profiles))
+        search = asyncio.ensure_future(asyncio.to_thread(self._plan, job_file, request, profiles, held))
         search.add_done_callback(lambda _: self._slots.release())
         try:
             plans = await asyncio.wait_for(asyncio.shield(search), self._timeout_s)
@@ -186,11 +187,11 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         return reply
 
     def _plan(self, job_file: JobFile, request: planner_pb2.PlanRequest,
-              profiles: Sequence[CalibratedProfile]) -> JobPlans:
+              profiles: Sequence[CalibratedProfile], held: Mapping[str, int]) -> JobPlans:
         try:
             cdfs = resolve_cdfs(job_file, self._castillo)
             return plan_job(job_file, cdfs, time.perf_counter, not request.no_preemption, not request.skip_baselines,
-                            profiles)
+                            profiles, held)
         except InvalidField as error:
             raise InvalidField(f"job.{error.field}", error.rule) from error
 
@@ -212,7 +213,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         record.state, record.error = "running", ""
         record.max_tokens, record.max_prompt_tokens = request.max_tokens, request.max_prompt_tokens
         await self._store.save(stored.job_id, record)
-        replan = await asyncio.to_thread(self._replanner, stored, job) if request.replan else None
+        held = await self._held_models()
+        replan = await asyncio.to_thread(self._replanner, stored, job, held) if request.replan else None
         runner = JobRunner(self._store, self._registry, stored, run, record, outputs, replan, self._tls, self._clock)
         self._runs[stored.job_id] = asyncio.create_task(runner.run(), name=f"job-{stored.job_id}")
         log.info("running %s: %d of %d requests finished before", stored.job_id, finished, len(job.requests))
@@ -238,14 +240,23 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
                 return
             await asyncio.sleep(interval)
 
-    def _replanner(self, stored: StoredJob, job: Job) -> Callable[[JobRun], JobRun]:
+    async def _held_models(self) -> dict[str, int]:
+        """How many serving workers hold each model as their own: a plan of as many 1-device replicas
+        pays no load (the runner never unloads a worker's own model)."""
+        held: dict[str, int] = {}
+        for record in await self._registry.workers():
+            if record.state == "serving":
+                held[record.model] = held.get(record.model, 0) + 1
+        return held
+
+    def _replanner(self, stored: StoredJob, job: Job, held: Mapping[str, int]) -> Callable[[JobRun], JobRun]:
         """Searches a run's stages left again on the job's sampled work (the plan's draws: the same seed)."""
         try:
             cdfs = resolve_cdfs(job_from_proto(stored.job, stored.seed), self._castillo)
             workload = realise(job, cdfs, random.Random(stored.seed))
         except InvalidField as error:
             raise InvalidField(f"job.{error.field}", error.rule) from error
-        cost = calibrated_cost_model(job, stored.cost_profiles)
+        cost = calibrated_cost_model(job, stored.cost_profiles, held)
         return lambda run: run.replanned(workload, cost, time.perf_counter, stored.preemption)
 
     async def _stored(self, job_id: str) -> StoredJob:
