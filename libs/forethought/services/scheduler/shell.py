@@ -66,7 +66,8 @@ class Settings(ServiceSettings):
     max_queue: int = option(10_000, "requests that may wait per model; more are refused with RESOURCE_EXHAUSTED")
     max_queue_best_effort: int = option(0, "waiting requests per model beyond which best-effort ones are refused with "
                                            "RESOURCE_EXHAUSTED while real-time ones are admitted up to --max-queue "
-                                           "(overload sheds BE first); 0 = --max-queue")
+                                           "(overload sheds BE first; with --fair-share only a tenant holding its "
+                                           "equal share is refused); 0 = --max-queue")
     max_waiting_per_worker: int = option(4, "requests sent to a worker ahead of its first token; the rest wait here")
     resume_streams: bool = option(True, "resume a stream whose worker is lost mid-way on another worker, from the tokens "
                                         "already sent, when its decoding is greedy or seeded (docs/scheduler.md)")
