@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
+from typing import cast
 
 from forethought.domain import ServiceClass
 from forethought.engine.kv_blocks import (
@@ -275,20 +276,18 @@ class BidirectionalBlockManager:
     def release(self, request_id: str) -> None:
         """Frees every slot of the request; its sealed blocks stay cached, tail first in LRU order."""
         blocks = self._blocks
-        sealed: list[int] = []  # tail first: the LRU end stays a leaf
-        for segment in reversed(self._segments.pop(request_id, [])):
-            block = blocks[segment.block_id]
-            if segment.side == SEALED:
-                block_hash = block.sealed_hash
-                assert block_hash is not None  # NOTE: a sealed segment's block is cached
-                sealed.append(block_hash)
-                continue
-            block.owners[segment.side] = None
-            self._set_count(block, segment.side, 0)
-            self._reindex(block)
+        segments = self._segments.pop(request_id, [])
+        # tail first: the LRU end stays a leaf (a sealed segment's block is always cached)
+        sealed = [blocks[s.block_id].sealed_hash for s in reversed(segments) if s.side == SEALED]
+        for segment in reversed(segments):
+            if segment.side != SEALED:
+                block = blocks[segment.block_id]
+                block.owners[segment.side] = None
+                self._set_count(block, segment.side, 0)
+                self._reindex(block)
         if sealed:
             assert self._cache is not None  # NOTE: only the prefix cache makes sealed segments
-            self._cache.release_chain(sealed)
+            self._cache.release_chain(cast(list[int], sealed))
         self._host_used -= self.checkpointed_slots(request_id)
         self._host.pop(request_id, None)
         self._gpu_tokens.pop(request_id, None)

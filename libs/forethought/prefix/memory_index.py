@@ -22,20 +22,19 @@ class InMemoryPrefixIndex:
 
     def apply(self, worker_id: str, events: Iterable[CacheEvent]) -> None:
         """Applies a worker's cache events in order."""
+        holders = self._holders
         for event in events:
             if isinstance(event, BlockStored):
                 for block in event.block_hashes:
-                    self._holders[block].add(worker_id)
-                    self._blocks_of[worker_id].add(block)
+                    holders[block].add(worker_id)
+                self._blocks_of[worker_id].update(event.block_hashes)
             elif isinstance(event, BlockRemoved):
-                for block in event.block_hashes:
-                    self._forget(worker_id, block)
+                self._forget(worker_id, event.block_hashes)
             elif isinstance(event, AllBlocksCleared):
                 self.remove_worker(worker_id)
 
     def remove_worker(self, worker_id: str) -> None:
-        for block in list(self._blocks_of.get(worker_id, ())):
-            self._forget(worker_id, block)
+        self._forget(worker_id, list(self._blocks_of.get(worker_id, ())))
         self._blocks_of.pop(worker_id, None)
 
     def match(self, block_hashes: Sequence[int]) -> dict[str, int]:
@@ -50,10 +49,12 @@ class InMemoryPrefixIndex:
                 matched[worker] = depth + 1
         return matched
 
-    def _forget(self, worker_id: str, block: int) -> None:
-        holders = self._holders.get(block)
-        if holders is not None:
-            holders.discard(worker_id)
-            if not holders:
-                del self._holders[block]
-        self._blocks_of[worker_id].discard(block)
+    def _forget(self, worker_id: str, blocks: Sequence[int]) -> None:
+        holders = self._holders
+        for block in blocks:
+            workers = holders.get(block)
+            if workers is not None:
+                workers.discard(worker_id)
+                if not workers:
+                    del holders[block]
+        self._blocks_of[worker_id].difference_update(blocks)

@@ -109,6 +109,32 @@ def test_an_equal_cached_block_replaces_the_private_copy_and_sealing_needs_the_p
     assert m.seal("B", BS, block_hash=12, parent_hash=11, token_ids=(0,) * BS) is SealOutcome.STORED
 
 
+def test_sealing_a_chain_in_one_pass_does_what_sealing_block_by_block_does() -> None:
+    def prepared() -> BidirectionalBlockManager:
+        m = manager(num_blocks=8)
+        m.allocate("A", RT, 2 * BS)
+        m.seal("A", 0, block_hash=11, parent_hash=0, token_ids=(1,) * BS)
+        m.seal("A", BS, block_hash=12, parent_hash=11, token_ids=(2,) * BS)
+        m.allocate("B", BE, 4 * BS + 3)  # the first two blocks equal A's, the last one partial
+        return m
+
+    hashes, tokens = (11, 12, 13, 14, 15), tuple(range(5 * BS))
+    one_by_one, chained = prepared(), prepared()
+    outcomes = []
+    for index, block_hash in enumerate(hashes):
+        parent = hashes[index - 1] if index else 0
+        outcomes.append(one_by_one.seal("B", index * BS, block_hash, parent, tokens[index * BS:(index + 1) * BS]))
+        if not outcomes[-1]:
+            break
+    assert outcomes == [SealOutcome.SHARED, SealOutcome.SHARED, SealOutcome.STORED, SealOutcome.STORED,
+                        SealOutcome.REFUSED]  # the fifth block is partial
+    assert chained.seal_chain("B", 0, hashes, 0, tokens) == outcomes
+    assert layout(chained) == layout(one_by_one)
+    assert chained.segments("B") == one_by_one.segments("B")
+    assert chained.usage() == one_by_one.usage()
+    assert chained.seal_chain("A", 2 * BS, (99,), 12, (0,) * BS) == [SealOutcome.REFUSED]  # A holds nothing there
+
+
 # ---- invariants under random operation sequences ---------------------------------------------------
 
 OPS = st.lists(
