@@ -4,10 +4,13 @@ Preble compares E2 with round-robin SGLang on prefix-heavy workloads (tool use, 
 and reports mean and p99 request latency. This benchmark replays four workloads through
 ``forethought.sim`` with 4 and 8 engines, changing only the router (by name):
 
-- ``mooncake``: a Mooncake-format trace (``--mooncake PATH``, its arrival times scaled to the rate with
-  their bursts kept; without one a synthetic trace is generated deterministically in that format:
-  Zipf-popular documents of 2-6 shared 512-token blocks, a private block per request, Poisson arrivals;
-  see ``synthetic_mooncake_records``).
+- ``mooncake-trace``: the real Mooncake conversation trace (``mooncake/conversation_trace.jsonl`` in the
+  data directory, or ``--mooncake PATH``): its first ``--requests`` requests, arrival times scaled to the
+  rate with their bursts kept, on engines of the profile's stated KV capacity. It runs by default when the
+  file is present; otherwise ``mooncake`` runs in its place.
+- ``mooncake``: a synthetic trace generated deterministically in Mooncake's format: Zipf-popular documents
+  of 2-6 shared 512-token blocks, a private block per request, Poisson arrivals (see
+  ``synthetic_mooncake_records``).
 - ``sharegpt``: ShareGPT multi-turn conversations (each turn's prompt holds the earlier turns).
 - ``toolprompt``: tool calls with Zipf-popular tool prompts (1,500-3,000 tokens) and short queries.
 - ``azure-tool``: the same tool calls at the arrival times of the Azure LLM inference trace's code
@@ -40,6 +43,7 @@ from forethought.domain.block_hashes import chained_block_hashes
 from forethought.engine.core import EngineConfig
 from forethought.sim.config import ClusterConfig, build_simulator
 from forethought.workloads.azure import azure_arrivals
+from forethought.workloads.data_dir import default_data_dir
 from forethought.workloads.mooncake import MOONCAKE_BLOCK_TOKENS, at_rate, load_mooncake_trace
 from forethought.workloads.sharegpt import load_sharegpt_conversations
 from forethought.workloads.workload import (
@@ -54,7 +58,6 @@ from benchmarks.report import (
     ResultTable,
     add_output_argument,
     line_plot,
-    progress,
     write_table,
 )
 
@@ -67,9 +70,10 @@ stays (the full A100 capacity would hold a whole workload and also makes each si
 
 
 E2_HISTORY_WINDOW_S = 30.0
-"""E2's H here. The authors' 3-minute window suits runs of many minutes; these runs last 20-130 s, so a
-180 s window would make L's prefill part a sum over the whole run and leave replication (which compares
-the two halves of H) without a first half. 30 s keeps H well inside every run."""
+"""E2's H here. The authors' 3-minute window suits runs of many minutes; the synthetic runs last 20-130 s,
+so a 180 s window would make L's prefill part a sum over the whole run and leave replication (which
+compares the two halves of H) without a first half. 30 s keeps H well inside every run. On the real
+Mooncake trace (runs of 600-2,500 s) 180 s was measured too and is not better (docs/e2.md)."""
 
 
 @dataclass(frozen=True)
@@ -80,20 +84,33 @@ class Scenario:
     rate_per_engine: float
 
 
-RATES_PER_ENGINE = {"mooncake": (2.0, 3.0, 4.0), "sharegpt": (1.0, 3.0, 6.0), "toolprompt": (4.0, 6.0, 8.0),
-                    "azure-tool": (4.0, 6.0, 8.0)}
+RATES_PER_ENGINE = {"mooncake-trace": (0.05, 0.1, 0.2), "mooncake": (2.0, 3.0, 4.0), "sharegpt": (1.0, 3.0, 6.0),
+                    "toolprompt": (4.0, 6.0, 8.0), "azure-tool": (4.0, 6.0, 8.0)}
 """Requests (ShareGPT: conversation turns) per second per engine. Tool prompts and Mooncake go up to the
 rate where round-robin saturates (its p99 TTFT grows past 9 s); ShareGPT's conversation chains bound the
 run length, so round-robin never saturates there and the rates show the decode-bound regime. For
-``azure-tool`` the rate is the mean over the run: the trace's bursts go far above it."""
+``azure-tool`` and ``mooncake-trace`` the rate is the mean over the run: the traces' bursts go far above it.
+The real Mooncake prompts average 14k tokens in the first thousand requests (p99 90k), a second or more of
+prefill each, so its rates are a tenth of the synthetic one's."""
+
+CONVERSATION_TRACE = Path("mooncake") / "conversation_trace.jsonl"
+"""The real Mooncake trace, inside the data directory."""
 
 
 @dataclass(frozen=True)
 class Traces:
-    """Where traces come from: a Mooncake JSONL (None: synthetic) and the data directory (None: the default)."""
+    """Where traces come from: the real Mooncake JSONL (None: absent) and the data directory (None: the default)."""
 
     mooncake: Path | None
     data_dir: Path | None
+
+
+def conversation_trace(path: Path | None, data_dir: Path | None) -> Path | None:
+    """``path``, else the conversation trace in the data directory when it is there, else None."""
+    if path is not None:
+        return path
+    default = (data_dir or default_data_dir()) / CONVERSATION_TRACE
+    return default if default.is_file() else None
 
 
 @dataclass(frozen=True)
@@ -133,9 +150,14 @@ def synthetic_mooncake_records(count: int, rate_per_s: float, seed: int = 0) -> 
                "output_length": int(rng.integers(16, 257)), "hash_ids": blocks}
 
 
-def mooncake_workload(count: int, rate_per_s: float, trace: Path | None, seed: int) -> Workload:
-    if trace is not None:
-        return Workload(requests=tuple(at_rate(load_mooncake_trace(trace, limit=count), rate_per_s)))
+def mooncake_trace_workload(count: int, rate_per_s: float, trace: Path | None) -> Workload:
+    """The first ``count`` requests of the real trace, re-timed to a mean of ``rate_per_s``."""
+    if trace is None:
+        raise SystemExit(f"mooncake-trace needs the Mooncake trace: --mooncake PATH or <data dir>/{CONVERSATION_TRACE}")
+    return Workload(requests=tuple(at_rate(load_mooncake_trace(trace, limit=count), rate_per_s)))
+
+
+def mooncake_workload(count: int, rate_per_s: float, seed: int) -> Workload:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "mooncake-synthetic.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in synthetic_mooncake_records(count, rate_per_s, seed)))
@@ -187,8 +209,10 @@ def azure_tool_workload(count: int, rate_per_s: float, data_dir: Path | None, se
 
 def build_workload(scenario: Scenario, engines: int, count: int, traces: Traces, seed: int) -> Workload:
     rate = scenario.rate_per_engine * engines
+    if scenario.name == "mooncake-trace":
+        return mooncake_trace_workload(count, rate, traces.mooncake)
     if scenario.name == "mooncake":
-        return mooncake_workload(count, rate, traces.mooncake, seed)
+        return mooncake_workload(count, rate, seed)
     if scenario.name == "sharegpt":
         return sharegpt_workload(count // 2, rate, seed)  # long multi-turn contexts: half the turns keep runs short
     if scenario.name == "azure-tool":
@@ -226,19 +250,21 @@ def router_options(router: str) -> dict[str, object]:
     sources' defaults."""
     if router != "e2":
         return {}
-    return {"phase_times": get_profile(PROFILE), "history_window_s": E2_HISTORY_WINDOW_S}
+    return {"phase_times": get_profile(PROFILE)}
 
 
-def router_runs(routers: Sequence[str], rebalance_thresholds: Sequence[float]) -> list[RouterRun]:
+def router_runs(routers: Sequence[str], rebalance_thresholds: Sequence[float],
+                history_window_s: float | None = None) -> list[RouterRun]:
     """Each router once with its bench options; with ``rebalance_thresholds``, E2 once per Th_bal
-    (labelled ``e2 Th_bal=X``)."""
+    (labelled ``e2 Th_bal=X``); E2's H is ``history_window_s`` (default ``E2_HISTORY_WINDOW_S``)."""
+    e2_options = {**router_options("e2"), "history_window_s": history_window_s or E2_HISTORY_WINDOW_S}
     runs: list[RouterRun] = []
     for router in routers:
         if router == "e2" and rebalance_thresholds:
-            runs.extend(RouterRun(threshold_label(t), router, {**router_options(router), "rebalance_threshold": t})
+            runs.extend(RouterRun(threshold_label(t), router, {**e2_options, "rebalance_threshold": t})
                         for t in rebalance_thresholds)
         else:
-            runs.append(RouterRun(router, router, router_options(router)))
+            runs.append(RouterRun(router, router, e2_options if router == "e2" else router_options(router)))
     return runs
 
 
@@ -246,10 +272,17 @@ def threshold_label(threshold: float) -> str:
     return f"e2 Th_bal={threshold:g}"
 
 
+def cluster_config(scenario: Scenario, engines: int, run: RouterRun) -> ClusterConfig:
+    """The real trace's engines hold the profile's stated KV capacity (111,616 tokens: its prompts average
+    12k tokens, so 4,096 blocks would hold about five); the synthetic workloads' hold ``KV_BLOCKS``."""
+    return ClusterConfig(engines=engines, profile=PROFILE, engine=EngineConfig(num_blocks=KV_BLOCKS, block_size=BLOCK_SIZE),
+                         use_profile_capacity=scenario.name == "mooncake-trace", router=run.router,
+                         router_options=run.options,
+                         queue_policy="fcfs")
+
+
 def run_one(workload: Workload, scenario: Scenario, engines: int, run: RouterRun, ideal: float) -> RunResult:
-    config = ClusterConfig(engines=engines, profile=PROFILE, engine=EngineConfig(num_blocks=KV_BLOCKS, block_size=BLOCK_SIZE),
-                           use_profile_capacity=False, router=run.router, router_options=run.options,
-                           queue_policy="fcfs")
+    config = cluster_config(scenario, engines, run)
     result = build_simulator(workload, config).run()
     metrics = result.metrics().overall
     return RunResult(scenario.name, scenario.rate_per_engine, engines, run.label, metrics.count, metrics.jct_s.mean,
@@ -332,45 +365,63 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=1000, help="requests (or conversation turns) per run")
     parser.add_argument("--engines", default="4,8", help="cluster sizes, comma-separated")
     parser.add_argument("--routers", default=",".join(ROUTERS))
-    parser.add_argument("--workloads", default=",".join(RATES_PER_ENGINE))
+    parser.add_argument("--workloads", default=None,
+                        help="comma-separated (default: mooncake-trace when the trace is there, else mooncake, and "
+                             "sharegpt, toolprompt, azure-tool)")
     parser.add_argument("--rates", default=None,
                         help="requests/s per engine for every workload, comma-separated (default: per workload)")
-    parser.add_argument("--mooncake", type=Path, default=None, help="a Mooncake JSONL trace (default: synthetic)")
+    parser.add_argument("--mooncake", type=Path, default=None,
+                        help=f"the Mooncake trace for mooncake-trace (default: <data dir>/{CONVERSATION_TRACE})")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="trace directory holding the Azure trace for azure-tool (default ../shared/data)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--e2-rebalance-thresholds", default=None,
                         help="Th_bal values, comma-separated: E2 runs once per value, the other routers once")
-    parser.add_argument("--quick", action="store_true", help="200 requests, 4 engines: a smoke run")
+    parser.add_argument("--e2-history-window", type=float, default=None,
+                        help=f"E2's H in seconds (default {E2_HISTORY_WINDOW_S:g})")
+    parser.add_argument("--quick", action="store_true", help="100 requests, 4 engines: a smoke run")
     add_output_argument(parser, "e2")
     args = parser.parse_args(argv)
     sizes = [4] if args.quick else [int(n) for n in args.engines.split(",")]
-    count = 200 if args.quick else args.requests
+    count = 100 if args.quick else args.requests
     routers = [n.strip() for n in args.routers.split(",") if n.strip()]
     if "round_robin" not in routers:
         routers.append("round_robin")  # the baseline every ratio divides by
     thresholds = [float(t) for t in args.e2_rebalance_thresholds.split(",")] if args.e2_rebalance_thresholds else []
-    runs = router_runs(routers, thresholds)
-    scenarios = selected_scenarios(args.workloads.split(","), args.rates)
+    runs = router_runs(routers, thresholds, args.e2_history_window)
+    traces = Traces(conversation_trace(args.mooncake, args.data_dir), args.data_dir)
+    scenarios = selected_scenarios(args.workloads.split(",") if args.workloads else default_workloads(traces), args.rates)
     cases = [(s, e) for s in scenarios for e in sizes]
-    traces = Traces(args.mooncake, args.data_dir)
     results: list[RunResult] = []
-    for scenario, engines in progress(cases, "workloads"):
+    for scenario, engines in cases:
         workload = build_workload(scenario, engines, count, traces, args.seed)
         ideal = ideal_hit_ratio(workload)
-        results.extend(run_one(workload, scenario, engines, run, ideal) for run in runs)
+        for run in runs:
+            results.append(result := run_one(workload, scenario, engines, run, ideal))
+            print(f"[{len(results)}/{len(cases) * len(runs)}] {scenario.name} {scenario.rate_per_engine:g}/s per engine, "
+                  f"{engines} engines, {run.label}: mean {result.mean_latency_s:.3g} s, p99 {result.p99_latency_s:.3g} s",
+                  file=sys.stderr, flush=True)
     first = sensitivity_table(results, thresholds) if thresholds else summary_table(results)
     tables = [first] + [results_table(results, s, e) for s, e in cases]
     args.out.mkdir(parents=True, exist_ok=True)
     command = " ".join(["forethought bench e2", *(argv if argv is not None else sys.argv[1:])])
     preamble = (f"E2 vs baselines in the cluster simulator ({PROFILE} cost profile, also E2's time functions; "
-                f"E2's H {E2_HISTORY_WINDOW_S:g} s; {KV_BLOCKS} KV blocks of {BLOCK_SIZE} tokens per engine, FCFS "
-                f"global queue, {count} requests per run (ShareGPT: {count // 2} turns), seed {args.seed}). "
+                f"E2's H {args.e2_history_window or E2_HISTORY_WINDOW_S:g} s; "
+                f"{KV_BLOCKS} KV blocks of {BLOCK_SIZE} tokens per engine, "
+                f"mooncake-trace: the profile's {get_profile(PROFILE).kv_capacity_tokens // BLOCK_SIZE}; FCFS "
+                f"global queue, {count} requests per run (ShareGPT: {count // 2} turns; mooncake-trace: the first "
+                f"{count} of {traces.mooncake.name if traces.mooncake else 'the trace'}), seed {args.seed}). "
                 f"Command: `{command.strip()}`. Ratios: round-robin's latency / the router's; the aim is 2x mean "
                 "and 3x p99 over round-robin and E2 ahead of every other router.")
     write_table(args.out / "table.md", tables, preamble)
     plot(results, [run.label for run in runs], args.out)
     return 0
+
+
+def default_workloads(traces: Traces) -> list[str]:
+    """Every workload, the real Mooncake trace in place of the synthetic one when it is there."""
+    fallback = "mooncake" if traces.mooncake is not None else "mooncake-trace"
+    return [name for name in RATES_PER_ENGINE if name != fallback]
 
 
 def selected_scenarios(workloads: Sequence[str], rates: str | None) -> list[Scenario]:

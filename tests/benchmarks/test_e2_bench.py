@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+from forethought.costmodel import get_profile
 from forethought.workloads.azure import azure_arrivals
 
 from benchmarks.e2 import (
+    CONVERSATION_TRACE,
     E2_HISTORY_WINDOW_S,
     ROUTERS,
+    RouterRun,
     Scenario,
     Traces,
     build_workload,
+    cluster_config,
+    conversation_trace,
+    default_workloads,
     main,
     router_runs,
+    synthetic_mooncake_records,
 )
 
 
@@ -45,6 +54,7 @@ def test_router_runs_give_e2_one_run_per_threshold_and_the_baselines_one() -> No
     assert [run.label for run in runs] == ["e2 Th_bal=1.15", "e2 Th_bal=15", "round_robin"]
     assert [run.options.get("rebalance_threshold") for run in runs] == [1.15, 15.0, None]
     assert all(run.options["history_window_s"] == E2_HISTORY_WINDOW_S for run in runs[:2])
+    assert router_runs(["e2"], [], 60.0)[0].options["history_window_s"] == 60.0
     assert [run.label for run in router_runs(["e2"], [])] == ["e2"]
 
 
@@ -72,3 +82,46 @@ def test_azure_tool_serves_the_tool_prompts_at_the_azure_code_arrivals(tmp_path:
     assert status == 0
     rows = table_rows((tmp_path / "table.md").read_text(), "azure-tool, 4/s per engine, 2 engines")
     assert [(row[0], int(row[1])) for row in rows] == [("e2", 40), ("weighted", 40), ("round_robin", 40)]
+
+
+def write_trace(path: Path, count: int) -> Path:
+    """A small trace in Mooncake's format (the synthetic generator's records at 1 request/s)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in synthetic_mooncake_records(count, 1.0, seed=5)))
+    return path
+
+
+def test_the_real_trace_runs_by_default_when_the_data_directory_holds_it(tmp_path: Path) -> None:
+    assert conversation_trace(None, tmp_path) is None
+    assert default_workloads(Traces(None, tmp_path)) == ["mooncake", "sharegpt", "toolprompt", "azure-tool"]
+    trace = write_trace(tmp_path / CONVERSATION_TRACE, 5)
+    assert conversation_trace(None, tmp_path) == trace
+    assert conversation_trace(tmp_path / "other.jsonl", tmp_path) == tmp_path / "other.jsonl"
+    assert default_workloads(Traces(trace, tmp_path)) == ["mooncake-trace", "sharegpt", "toolprompt", "azure-tool"]
+
+
+def test_each_rate_of_the_real_trace_is_a_different_load_on_engines_of_the_stated_capacity(tmp_path: Path) -> None:
+    traces = Traces(write_trace(tmp_path / "trace.jsonl", 30), tmp_path)
+    slow, fast = (build_workload(Scenario("mooncake-trace", rate), 2, 30, traces, seed=0) for rate in (0.5, 2.0))
+    assert [r.prompt for r in slow.requests] == [r.prompt for r in fast.requests]  # the trace's own requests
+    assert slow.requests[-1].arrival_s == pytest.approx(4 * fast.requests[-1].arrival_s)
+    assert slow.requests[-1].arrival_s == pytest.approx(30 / 1.0)  # 30 requests at 2 x 0.5/s
+    run = RouterRun("e2", "e2", {})
+    real = cluster_config(Scenario("mooncake-trace", 0.5), 2, run).engine_config()
+    synthetic = cluster_config(Scenario("mooncake", 2.0), 2, run).engine_config()
+    assert real.num_blocks * real.block_size == get_profile("llama-7b-a100").kv_capacity_tokens // 16 * 16
+    assert synthetic.num_blocks == 4096
+
+
+def test_a_quick_run_of_the_real_trace_reports_a_table_per_rate(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "trace.jsonl", 150)
+    status = main(["--quick", "--mooncake", str(trace), "--workloads", "mooncake-trace", "--routers", "e2",
+                   "--out", str(tmp_path / "out")])
+    assert status == 0
+    table = (tmp_path / "out" / "table.md").read_text()
+    means = []
+    for rate in ("0.05", "0.1", "0.2"):
+        rows = table_rows(table, f"mooncake-trace, {rate}/s per engine, 4 engines")
+        assert [(row[0], int(row[1])) for row in rows] == [("e2", 100), ("round_robin", 100)]  # --quick: 100
+        means.append(float(rows[1][2]))
+    assert len(set(means)) == 3  # three loads, three different round-robin latencies
