@@ -141,10 +141,16 @@ class StageCosting:
         return finished, generated
 
     def _runs_of(self, assignments: Assignments, until: float) -> dict[str, ModelRun]:
+        """Each model's run; one fed by a model of the stage is cut at the earliest end before it (the stage
+        ends by then, and iterations before a time depend on nothing after it, so ``t_E`` and ``FLOPs_E`` are
+        the same). A model fed by none runs whole: that run is the same in every stage it joins."""
         runs: dict[str, ModelRun] = {}
+        earliest = until
         for name in self.cost.job.model_order:
             if name in assignments:
-                runs[name] = self._run(name, assignments, runs, until)
+                fed = any(source in assignments for source in self.cost.ancestors[name])
+                runs[name] = self._run(name, assignments, runs, earliest if fed else until)
+                earliest = min(earliest, runs[name].end_s)
         return runs
 
     def _run(self, name: str, assignments: Assignments, runs: Mapping[str, ModelRun], until: float) -> ModelRun:
@@ -159,6 +165,12 @@ class StageCosting:
         load = 0.0 if already else self.cost.load_times.load_time(node, plan)
         work = self.workload.remaining_by_model.get(name, ())
         ready = self._ready_times(name, runs)
+        whole = self.cost.runs.get((name, plan, load, work, tuple(ready.items()), math.inf))
+        if whole is not None and whole.end_s <= until:  # it ended by the cut, so the cut changes nothing
+            self._runs[key] = whole
+            return whole
+        # NOTE: a request ready at or after the cut never starts, the same as one never ready
+        ready = {request_id: at for request_id, at in ready.items() if at < until}
         # NOTE: a run is a function of these alone, so a model that sat a stage out is not simulated again.
         content = (name, plan, load, work, tuple(ready.items()), until)
         run = self.cost.runs.get(content)

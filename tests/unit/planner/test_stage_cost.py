@@ -3,6 +3,7 @@ model started or re-planned, and model-level pipelining inside a stage."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -19,6 +20,7 @@ from forethought.planner import (
     chain_summary_job,
     realise,
 )
+from forethought.planner.model_run import run_model
 
 from .conftest import fixed_executors, make_model, make_pool
 
@@ -80,6 +82,24 @@ def test_runs_are_simulated_once_per_plan_and_upstream_plans() -> None:
     assert costing.simulations == 3
 
 
+def test_a_fed_model_cut_at_the_stage_end_gives_the_whole_runs_t_e_and_flops() -> None:
+    job = chain_summary_job(make_model("s"), make_model("e"), [[100, 100, 100], [100]], make_pool(2))
+    workload = realise(job, {"s": OutputLengthCDF.from_observations([5, 9]),
+                             "e": OutputLengthCDF.from_observations([30, 40])}, random.Random(1))
+    cost = make_cost(job, startup_s=1.0)
+    estimate = cost.for_stage(workload, {}).estimate({"s": P11, "e": P11})
+    whole_s = run_model(job.model_by_name["s"], P11, workload.remaining_by_model["s"], {
+        w.request_id: 0.0 for w in workload.remaining_by_model["s"]}, cost.executor("s", 1), cost.engine_config("s", 1), 1.0)
+    ready_e = {w.request_id: max(whole_s.finish_s.get(source, 0.0) for source in w.inputs)
+               for w in workload.remaining_by_model["e"]}
+    whole_e = run_model(job.model_by_name["e"], P11, workload.remaining_by_model["e"], ready_e,
+                        cost.executor("e", 1), cost.engine_config("e", 1), 1.0)
+    assert whole_s.end_s < whole_e.end_s < math.inf  # the evaluator runs past the stage's end, so its run is cut
+    assert 0 < whole_e.flops_until(whole_s.end_s)
+    assert estimate.duration_s == whole_s.end_s
+    assert estimate.flops == whole_s.flops_until(whole_s.end_s) + whole_e.flops_until(whole_s.end_s)
+
+
 def test_a_downstream_model_in_the_same_stage_is_pipelined() -> None:
     job = chain_summary_job(make_model("s"), make_model("e"), [[100, 100], [100]], make_pool(2))
     lengths = {"doc0/chunk0": 3, "doc0/chunk1": 3, "doc1/chunk0": 2, "doc0/eval0": 2, "doc1/eval0": 2}
@@ -87,7 +107,7 @@ def test_a_downstream_model_in_the_same_stage_is_pipelined() -> None:
     costing = make_cost(job).for_stage(realise(job, {}, random.Random(0)), {})
     estimate = costing.estimate({"s": P11, "e": P11})
     assert estimate.runs["s"].finish_s == {"doc0/chunk0": 3.0, "doc0/chunk1": 6.0, "doc1/chunk0": 2.0}
-    assert estimate.runs["e"].finish_s == {"doc1/eval0": 4.0, "doc0/eval0": 8.0}
+    assert estimate.runs["e"].finish_s == {"doc1/eval0": 4.0}  # cut at the stage's end: doc0/eval0 ends at 8
     assert estimate.duration_s == 6.0
     finished, generated = costing.cut({"s": P11, "e": P11}, 6.0)
     assert finished == {"doc0/chunk0", "doc0/chunk1", "doc1/chunk0", "doc1/eval0"}
