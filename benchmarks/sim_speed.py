@@ -2,7 +2,7 @@
 simulator use; the speed that makes policy sweeps cheap).
 
 Replays the first N requests of the Azure conversation trace on a cluster of engine cores and reports wall
-time against simulated time, with the share of wall time spent inside ``EngineCore.step``. With
+(and CPU) time against simulated time, with the share of wall time spent inside ``EngineCore.step``. With
 ``--mooncake PATH`` it also replays that Mooncake trace (long prompts, heavy prefix reuse) on the same
 cluster with the ``llama-7b-a100`` profile and its stated KV capacity; requests no engine can hold are
 refused and counted.
@@ -74,6 +74,7 @@ class Replay:
     requests: int
     simulated_s: float
     wall_s: float
+    cpu_s: float
     events: int
     steps: int
     step_s: float
@@ -85,10 +86,10 @@ def replay(trace: str, requests: Sequence[TraceRequest], config: ClusterConfig) 
     timer = StepTimer()
     simulator = build_simulator(Workload(requests=tuple(requests)), config,
                                 engine_factory=lambda engine, executor: TimedEngineCore(engine, executor, timer))
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     result = simulator.run()
-    wall = time.perf_counter() - started
-    return Replay(trace, len(requests), result.end_s, wall, result.events, timer.steps, timer.seconds,
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    return Replay(trace, len(requests), result.end_s, wall, cpu, result.events, timer.steps, timer.seconds,
                   result.unfinished, len(result.refused))
 
 
@@ -100,12 +101,12 @@ def main(argv: Sequence[str]) -> int:
         mooncake = load_mooncake_trace(args.mooncake, limit=args.mooncake_requests)
         runs.append((f"Mooncake conversation ({args.mooncake_profile})", mooncake,
                      ClusterConfig(engines=args.engines, profile=args.mooncake_profile, router=args.router)))
-    table = ResultTable(["trace", "requests", "engines", "router", "simulated (s)", "wall (s)", "simulated / wall",
+    table = ResultTable(["trace", "requests", "engines", "router", "simulated (s)", "wall (s)", "CPU (s)", "simulated / wall",
                          "events", "engine steps", "wall in EngineCore.step", "unfinished", "refused"],
                         title="Simulator speed")
     for trace, trace_requests, config in runs:
         run = replay(trace, trace_requests, config)
-        table.add(run.trace, run.requests, args.engines, args.router, run.simulated_s, run.wall_s,
+        table.add(run.trace, run.requests, args.engines, args.router, run.simulated_s, run.wall_s, run.cpu_s,
                   run.simulated_s / run.wall_s, run.events, run.steps, f"{100 * run.step_s / run.wall_s:.0f}%",
                   run.unfinished, run.refused)
     write_table(args.out / "table.md", [table], f"Command: `forethought bench sim {' '.join(argv)}`")
