@@ -17,9 +17,10 @@ import gzip
 import json
 import math
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from forethought.workloads.data_dir import default_data_dir
 
@@ -84,16 +85,20 @@ def read_castillo(path: Path | str, split: str | None = None) -> dict[str, list[
         split: ``train`` or ``validate`` to keep only that split; None keeps every row.
     """
     observed: dict[str, list[int]] = {}
+    for row in castillo_rows(path, split):
+        observed.setdefault(row["model"], []).extend(int(size) for size in row["output_sizes"] if size > 0)
+    return observed
+
+
+def castillo_rows(path: Path | str, split: str | None = None) -> Iterator[dict[str, Any]]:
+    """The rows of a CASTILLO file (gzip-compressed when its name ends in ``.gz``) in ``split``, or all."""
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as lines:
         for line in lines:
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            if split is not None and row.get("split") != split:
-                continue
-            observed.setdefault(row["model"], []).extend(int(size) for size in row["output_sizes"] if size > 0)
-    return observed
+            if line.strip():
+                row = json.loads(line)
+                if split is None or row.get("split") == split:
+                    yield row
 
 
 @dataclass(frozen=True)
@@ -109,16 +114,11 @@ class CastilloAnswers:
 def read_castillo_answers(path: Path | str, split: str | None = None) -> dict[str, dict[str, CastilloAnswers]]:
     """Every row of ``split`` by prompt id, then model: what each model really answered each prompt."""
     prompts: dict[str, dict[str, CastilloAnswers]] = {}
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as lines:
-        for line in lines:
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            sizes = tuple(int(size) for size in row["output_sizes"] if size > 0)
-            if (split is None or row.get("split") == split) and sizes:
-                prompts.setdefault(row["prompt_id"], {})[row["model"]] = CastilloAnswers(
-                    row["prompt_id"], row["model"], int(row["input_size"]), sizes)
+    for row in castillo_rows(path, split):
+        sizes = tuple(int(size) for size in row["output_sizes"] if size > 0)
+        if sizes:
+            prompts.setdefault(row["prompt_id"], {})[row["model"]] = CastilloAnswers(
+                row["prompt_id"], row["model"], int(row["input_size"]), sizes)
     return prompts
 
 
