@@ -204,7 +204,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         if stored.record.state == "done" or (running is not None and not running.done()):
             return planner_pb2.RunResponse(job_id=stored.job_id, state=STATES[stored.record.state],
                                            finished_requests=finished)
-        if not any(record.state == "serving" for record in await self._registry.workers()):
+        held = await self._held_models()
+        if not held:
             raise FailedPrecondition("no live worker is registered in the planner's namespace; start workers first")
         job = job_from_proto(stored.job, stored.seed).job
         outputs = await self._store.outputs(stored.job_id)
@@ -213,7 +214,6 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         record.state, record.error = "running", ""
         record.max_tokens, record.max_prompt_tokens = request.max_tokens, request.max_prompt_tokens
         await self._store.save(stored.job_id, record)
-        held = await self._held_models()
         replan = await asyncio.to_thread(self._replanner, stored, job, held) if request.replan else None
         runner = JobRunner(self._store, self._registry, stored, run, record, outputs, replan, self._tls, self._clock)
         self._runs[stored.job_id] = asyncio.create_task(runner.run(), name=f"job-{stored.job_id}")
