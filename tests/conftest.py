@@ -73,7 +73,10 @@ class ServiceProcess:
 def wait_serving(address: str, timeout_s: float, process: subprocess.Popen[bytes] | None = None) -> bool:
     """Polls the standard health service (usable from sync and async tests alike)."""
     deadline = time.monotonic() + timeout_s
-    with grpc.insecure_channel(address) as channel:
+    # Short reconnect backoff: the default grows to minutes while the server is still starting.
+    options = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
+               ("grpc.max_reconnect_backoff_ms", 500)]
+    with grpc.insecure_channel(address, options=options) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while time.monotonic() < deadline:
             if process is not None and process.poll() is not None:

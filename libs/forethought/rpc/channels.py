@@ -15,6 +15,8 @@ from opentelemetry.instrumentation.grpc import aio_client_interceptors
 from forethought.config import ServiceSettings
 from forethought.rpc.server import MAX_MESSAGE_BYTES
 
+MAX_RECONNECT_BACKOFF_MS = 2000
+
 
 @dataclass(frozen=True)
 class ChannelTls:
@@ -46,7 +48,9 @@ def open_channel(address: str, traced: bool = True, tls: ChannelTls | None = Non
             ``forethought.telemetry.tracing.trace_metadata()`` as each call's metadata instead.
     """
     interceptors = aio_client_interceptors() if traced else None
-    options = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES), ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+    options = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES), ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+               # A restarted peer is reached within 2 s; gRPC's default backoff grows to two minutes.
+               ("grpc.max_reconnect_backoff_ms", MAX_RECONNECT_BACKOFF_MS)]
     if tls is not None:
         return grpc.aio.secure_channel(address, tls.credentials(), interceptors=interceptors, options=options)
     return grpc.aio.insecure_channel(address, interceptors=interceptors, options=options)
