@@ -17,13 +17,14 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import aclosing, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
+from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 
 from forethought.rpc.errors import (
@@ -139,25 +140,36 @@ def _unary(behaviour: Callable[..., Awaitable[Any]], call: _Call) -> Callable[..
 
 def _streaming(behaviour: Callable[..., AsyncIterator[Any]], call: _Call) -> Callable[..., AsyncIterator[Any]]:
     async def handle(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        async with _guarded(context, call):
+        async with _guarded(context, call, current=False) as span, aclosing(behaviour(request, context)) as responses:
             _require_decoded(request)
-            async for response in behaviour(request, context):
+            while True:
+                # The span is current only while the handler runs, never across a yield: a stream closed while
+                # parked there is closed from another context, where the span's context could not be detached.
+                attached = otel_context.attach(trace.set_span_in_context(span))
+                try:
+                    response = await anext(responses)
+                except StopAsyncIteration:
+                    return
+                finally:
+                    otel_context.detach(attached)
                 yield response
 
     return handle
 
 
 @asynccontextmanager
-async def _guarded(context: grpc.aio.ServicerContext, call: _Call) -> AsyncIterator[None]:
-    """Runs the handler in its server span, turns what it raises into its status, records code and duration."""
+async def _guarded(context: grpc.aio.ServicerContext, call: _Call, current: bool = True) -> AsyncIterator[trace.Span]:
+    """Runs the handler in its server span (the current span with ``current``), turns what it raises into its
+    status, records code and duration."""
     started = time.perf_counter()
     code = grpc.StatusCode.OK
     parent = propagate.extract(dict(context.invocation_metadata() or ()))
-    with call.tracer.start_as_current_span(call.method, context=parent, kind=trace.SpanKind.SERVER,
-                                           attributes=call.attributes, record_exception=False,
-                                           set_status_on_exception=False) as span:
+    span = call.tracer.start_span(call.method, context=parent, kind=trace.SpanKind.SERVER, attributes=call.attributes,
+                                  record_exception=False, set_status_on_exception=False)
+    with (trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False) if current
+          else _ending(span)):
         try:
-            yield
+            yield span
         except (asyncio.CancelledError, GeneratorExit):  # a stream closed while parked at a yield gets GeneratorExit
             code = grpc.StatusCode.CANCELLED
             raise
@@ -169,6 +181,14 @@ async def _guarded(context: grpc.aio.ServicerContext, call: _Call) -> AsyncItera
         finally:
             span.set_attribute("rpc.grpc.status_code", code.value[0])
             _record(call.labels, code, started)
+
+
+@contextmanager
+def _ending(span: trace.Span) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        span.end()
 
 
 def _code_of(error: Exception, context: grpc.aio.ServicerContext) -> grpc.StatusCode:

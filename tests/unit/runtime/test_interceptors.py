@@ -166,3 +166,56 @@ async def test_an_invalid_argument_from_downstream_is_rebuilt_with_its_field_and
         await stub.RegisterApplication(demand_pb2.RegisterApplicationRequest(application="bad"))
     passed_on = invalid_argument_of(raised.value)
     assert (passed_on.field, passed_on.rule) == ("application", "must match [A-Za-z0-9_.-]{1,128}")
+
+
+class EndlessDemand(demand_pb2_grpc.DemandServiceServicer):
+    """A stream that goes on until the client cancels it; records the span it runs in and its own clean-up."""
+
+    def __init__(self) -> None:
+        self.current_spans: list[int] = []
+        self.closed = asyncio.Event()
+
+    async def WatchPrewarm(self, request, context):
+        from opentelemetry import trace
+
+        try:
+            while True:
+                self.current_spans.append(trace.get_current_span().get_span_context().span_id)
+                yield demand_pb2.WatchPrewarmResponse()  # no await between: cancelled while parked at the yield
+        finally:
+            self.closed.set()
+
+
+async def test_a_stream_cancelled_by_its_client_ends_its_span_cancelled_and_cleans_up(caplog):
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    servicer = EndlessDemand()
+    server = grpc.aio.server(interceptors=[StatusInterceptor(tracer_provider=provider)])
+    demand_pb2_grpc.add_DemandServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            for _ in range(3):
+                call = demand_pb2_grpc.DemandServiceStub(channel).WatchPrewarm(demand_pb2.WatchPrewarmRequest())
+                for _ in range(3):
+                    assert await call.read() == demand_pb2.WatchPrewarmResponse()
+                call.cancel()
+                await asyncio.wait_for(servicer.closed.wait(), 10)
+                servicer.closed.clear()
+        spans = await finished_spans(exporter)
+        for _ in range(100):
+            if len(spans := exporter.get_finished_spans()) == 3:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        await server.stop(0)
+    assert len(spans) == 3
+    assert {span.attributes["rpc.grpc.status_code"] for span in spans} == {grpc.StatusCode.CANCELLED.value[0]}
+    assert set(servicer.current_spans) == {span.context.span_id for span in spans}  # the handler ran in its span
+    assert not [record for record in caplog.records if "detach" in record.getMessage()]
