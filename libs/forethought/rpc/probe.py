@@ -27,7 +27,8 @@ async def probe(address: str, service: str = "", timeout_s: float = 2.0, tls: Ch
         return await check_health(channel, service, timeout_s)
 
 
-def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+def arguments(argv: list[str] | None = None, environ: Mapping[str, str] | None = None) -> argparse.Namespace:
+    """The probe's command line; each ``--tls-*`` flag not given takes its ``FORETHOUGHT_TLS_*`` variable."""
     env = os.environ if environ is None else environ
     parser = argparse.ArgumentParser(prog="python -m forethought.rpc.probe", description=__doc__)
     parser.add_argument("address", help="host:port of the gRPC service")
@@ -39,7 +40,11 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
                         help="PEM certificate to show a service that requires one, with --tls-key [env FORETHOUGHT_TLS_CERT]")
     parser.add_argument("--tls-key", default=env.get("FORETHOUGHT_TLS_KEY", ""),
                         help="PEM private key of --tls-cert [env FORETHOUGHT_TLS_KEY]")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(argv)
     own = (Path(args.tls_key).read_bytes(), Path(args.tls_cert).read_bytes()) if args.tls_cert else (None, None)
     tls = ChannelTls(Path(args.tls_ca).read_bytes(), *own) if args.tls_ca else None
     status = asyncio.run(probe(args.address, args.service, args.timeout_s, tls))
