@@ -7,8 +7,10 @@ request adds its prompt tokens plus its forecast output tokens to its tenant's c
 for the output, which is unknown at dispatch). A tenant that starts waiting again is lifted to the smallest
 counter of those waiting (or to the last served one's when none waits), so idling earns no credit.
 
-NOTE: fairness outranks the policy across tenants: another tenant's RT request may wait behind a BE request
-of a tenant that received less service.
+The policy's tiers outrank fairness: a tenant is picked by its first request's time-free tiers (the
+key without its score: the explicit priority, RT before BE under ``rtbe``, deadlines first under ``lstf``),
+then by its counter. So a real-time request never waits behind another tenant's best-effort one, and
+fairness decides among requests of the same tier.
 """
 
 from __future__ import annotations
@@ -87,9 +89,9 @@ class FairQueue:
         return self._queues[self._tenant_of[request_id]].revise(request_id, **changes)
 
     def ordered(self, now: float) -> list[QueuedRequest]:
-        """Every waiting request, each tenant's in policy order, tenants least served first (for inspection and
-        draining; the interleaving of later pops depends on what they charge)."""
-        tenants = sorted(self._waiting(), key=lambda tenant: (self.counters[tenant], tenant))
+        """Every waiting request, each tenant's in policy order, tenants in the order ``pop`` picks them now (for
+        inspection and draining; the interleaving of later pops depends on what they charge)."""
+        tenants = sorted(self._waiting(), key=lambda tenant: (self._tiers(tenant), self.counters[tenant], tenant))
         return [request for tenant in tenants for request in self._queues[tenant].ordered(now)]
 
     def drain_rate(self, now: float) -> float:
@@ -116,7 +118,12 @@ class FairQueue:
         return [tenant for tenant, queue in self._queues.items() if len(queue)]
 
     def _next_tenant(self) -> str | None:
-        return min(self._waiting(), key=lambda tenant: (self.counters[tenant], tenant), default=None)
+        return min(self._waiting(), key=lambda tenant: (self._tiers(tenant), self.counters[tenant], tenant), default=None)
+
+    def _tiers(self, tenant: str) -> tuple[float, ...]:
+        head = self._queues[tenant].peek(0.0)  # NOTE: a GlobalQueue's order does not depend on the time
+        assert head is not None  # NOTE: called for waiting tenants only
+        return self.policy.rank(head)[:-1]
 
     def _lift(self, tenant: str) -> None:
         """A tenant starts waiting: no lower than the least-served waiting tenant (or the last served)."""

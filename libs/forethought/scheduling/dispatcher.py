@@ -69,7 +69,7 @@ class Dispatcher:
         self.best_effort_limit = best_effort_limit
         self.requests: dict[str, ScheduledRequest] = {}
         self._retries: deque[str] = deque()  # lost before their first token: placed before the queue
-        self._placing = 0
+        self._placing: dict[str, bool] = {}  # taken, not yet placed: request id -> real-time
         self._quarantined: dict[str, float] = {}  # worker id -> until
 
     # ----- workers ----------------------------------------------------------------------------
@@ -134,20 +134,34 @@ class Dispatcher:
         self.requests[request.request_id] = request
 
     def take(self, now: float) -> list[ScheduledRequest]:
-        """The next requests to place, in order (retries first), as many as the workers have room for."""
+        """The next requests to place, in order (retries first), as many as the workers have room for.
+
+        A real-time request needs room for real-time requests only (``WorkerSlots``); the first request
+        that finds no room stops the take, so the order holds.
+        """
         taken: list[ScheduledRequest] = []
-        budget = self.slots.free() - self._placing
-        while budget > 0 and (self._retries or len(self.queue)):
+        placing_real_time = sum(self._placing.values())
+        budget = self.slots.free() - len(self._placing)
+        real_time_budget = self.slots.free(real_time=True) - placing_real_time
+        while self._retries or len(self.queue):
             if self._retries:
-                request = self.requests[self._retries.popleft()]
+                request = self.requests[self._retries[0]]
             else:
-                queued = self.queue.pop(now)
-                assert queued is not None  # NOTE: the queue is not empty
-                request = self.requests[queued.request_id]
+                head = self.queue.peek(now)
+                assert head is not None  # NOTE: the queue is not empty
+                request = self.requests[head.request_id]
+            real_time = request.queued.service_class is ServiceClass.RT
+            if (real_time_budget if real_time else budget) <= 0:
+                break
+            if self._retries:
+                self._retries.popleft()
+            else:
+                self.queue.pop(now)
             request.status = PlacementStatus.PLACING
+            self._placing[request.request_id] = real_time
             taken.append(request)
             budget -= 1
-        self._placing += len(taken)
+            real_time_budget -= real_time
         return taken
 
     def place(self, request_id: str, cached_blocks: Mapping[str, int], now: float) -> ScheduledRequest | None:
@@ -155,7 +169,7 @@ class Dispatcher:
 
         With every worker gone since ``take``, the request goes back to the front of the line.
         """
-        self._placing -= 1
+        real_time = self._placing.pop(request_id, False)
         request = self.requests.get(request_id)
         if request is None or request.status is not PlacementStatus.PLACING:
             return None
@@ -175,7 +189,7 @@ class Dispatcher:
         request.engine_priority = engine_priority(self.queue.policy, queued)
         request.attempts += 1
         request.dispatched_s = now
-        self.slots.dispatched(worker_id, request_id)
+        self.slots.dispatched(worker_id, request_id, real_time)
         return request
 
     def first_token(self, request_id: str, now: float) -> None:
@@ -225,7 +239,7 @@ class Dispatcher:
     @property
     def waiting(self) -> int:
         """Requests waiting at the scheduler (queue, retries and placements under way)."""
-        return len(self.queue) + len(self._retries) + self._placing
+        return len(self.queue) + len(self._retries) + len(self._placing)
 
     # ----- internals --------------------------------------------------------------------------
 

@@ -14,6 +14,9 @@ from dataclasses import dataclass, replace
 from forethought.domain import GenerationRequest
 from forethought.queueing.policy import QueuedRequest
 
+MIN_TTFT_SLO_S = 0.001
+"""The TTFT objective a worker is sent once the wait here used it all up: still set, so still most urgent."""
+
 
 class PlacementStatus(enum.IntEnum):
     QUEUED = 1
@@ -65,6 +68,16 @@ class ScheduledRequest:
     def prompt_tokens(self) -> int:
         return self.queued.prompt_tokens
 
+    def ttft_slo_left_s(self) -> float:
+        """Of the TTFT objective, what was left at dispatch (0: none). An engine counts the objective from its own
+        arrival and serves an RT request just in time (BROS section 4.2): given the whole of it, it would spend
+        the wait in the global queue twice."""
+        ttft_slo_s = self.generation.ttft_slo_s
+        if ttft_slo_s <= 0:
+            return 0.0
+        return max(MIN_TTFT_SLO_S, ttft_slo_s - (self.dispatched_s - self.queued.arrival_s))
+
     def worker_request(self) -> GenerationRequest:
-        """What the placed request's worker is sent: the engine request with the priority placement chose."""
-        return replace(self.generation, priority=self.engine_priority)
+        """What the placed request's worker is sent: the engine request with the priority placement chose and
+        the TTFT objective left."""
+        return replace(self.generation, priority=self.engine_priority, ttft_slo_s=self.ttft_slo_left_s())

@@ -9,6 +9,10 @@ Capacity uses the larger of the requests this scheduler has on the worker and th
 snapshot (which also counts other replicas' requests); the waiting bound counts only this scheduler's
 own requests, because a snapshot up to one heartbeat old would hold back dispatch long after the
 worker started them.
+
+A real-time request counts only real-time requests against both bounds: the engine preempts best-effort
+work for it (BROS section 3), so a worker full of best-effort requests still takes real-time ones, up to
+its capacity of them, instead of holding them in the global queue until a best-effort request ends.
 """
 
 from __future__ import annotations
@@ -32,6 +36,10 @@ class WorkerView:
         stats = self.stats
         return stats.rt.running + stats.rt.waiting + stats.be.running + stats.be.waiting
 
+    @property
+    def reported_real_time_in_flight(self) -> int:
+        return self.stats.rt.running + self.stats.rt.waiting
+
 
 class WorkerSlots:
     """This scheduler's requests on each worker: not yet started, and in flight."""
@@ -43,6 +51,7 @@ class WorkerSlots:
         self.views: dict[str, WorkerView] = {}
         self._unstarted: dict[str, set[str]] = {}
         self._in_flight: dict[str, set[str]] = {}
+        self._real_time: set[str] = set()  # request ids of every worker's real-time requests in flight
 
     def sync(self, views: Mapping[str, WorkerView]) -> tuple[list[str], list[str]]:
         """Adopts the current workers; returns (added ids, removed ids), each sorted."""
@@ -60,20 +69,25 @@ class WorkerSlots:
         """Forgets a worker and what this scheduler had on it."""
         self.views.pop(worker_id, None)
         self._unstarted.pop(worker_id, None)
-        self._in_flight.pop(worker_id, None)
+        self._real_time -= self._in_flight.pop(worker_id, set())
 
-    def room(self, worker_id: str) -> int:
-        """Requests the worker may still take now (0 for an unknown worker)."""
+    def room(self, worker_id: str, real_time: bool = False) -> int:
+        """Requests (of real-time ones, with ``real_time``) the worker may still take now (0 for an unknown worker)."""
         view = self.views.get(worker_id)
         if view is None:
             return 0
-        waiting_room = self.max_waiting_per_worker - len(self._unstarted[worker_id])
-        in_flight = max(len(self._in_flight[worker_id]), view.reported_in_flight)
-        return max(0, min(waiting_room, view.capacity - in_flight))
+        unstarted, in_flight = self._unstarted[worker_id], self._in_flight[worker_id]
+        if real_time:
+            waiting_room = self.max_waiting_per_worker - len(unstarted & self._real_time)
+            held = max(len(in_flight & self._real_time), view.reported_real_time_in_flight)
+        else:
+            waiting_room = self.max_waiting_per_worker - len(unstarted)
+            held = max(len(in_flight), view.reported_in_flight)
+        return max(0, min(waiting_room, view.capacity - held))
 
-    def free(self) -> int:
-        """Requests all workers together may still take now."""
-        return sum(self.room(worker_id) for worker_id in self.views)
+    def free(self, real_time: bool = False) -> int:
+        """Requests (of real-time ones, with ``real_time``) all workers together may still take now."""
+        return sum(self.room(worker_id, real_time) for worker_id in self.views)
 
     def unstarted(self, worker_id: str) -> int:
         return len(self._unstarted.get(worker_id, ()))
@@ -81,10 +95,12 @@ class WorkerSlots:
     def in_flight(self, worker_id: str) -> int:
         return len(self._in_flight.get(worker_id, ()))
 
-    def dispatched(self, worker_id: str, request_id: str) -> None:
+    def dispatched(self, worker_id: str, request_id: str, real_time: bool = False) -> None:
         if worker_id in self.views:
             self._unstarted[worker_id].add(request_id)
             self._in_flight[worker_id].add(request_id)
+            if real_time:
+                self._real_time.add(request_id)
 
     def started(self, worker_id: str, request_id: str) -> None:
         """The request's first token arrived: it runs in the worker's batch now."""
@@ -94,3 +110,4 @@ class WorkerSlots:
         """The request left the worker (finished, aborted or lost)."""
         self._unstarted.get(worker_id, set()).discard(request_id)
         self._in_flight.get(worker_id, set()).discard(request_id)
+        self._real_time.discard(request_id)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from forethought.domain import GenerationRequest, SamplingParams, ServiceClass
 from forethought.domain.block_hashes import chained_block_hashes
@@ -201,7 +201,7 @@ class ClusterSimulator:
             # The trace's class priority, not placement's: Preble's engine keeps its group order among BE requests.
             # Placement hashed the prompt already: the engine reuses the hashes at its own block size.
             hashes = placed.block_hashes if placed.block_size == engine.core.config.block_size and placed.block_hashes else None
-            engine.core.add_request(placed.generation, now, hashes)
+            engine.core.add_request(replace(placed.generation, ttft_slo_s=placed.ttft_slo_left_s()), now, hashes)
             if not engine.stepping:
                 engine.stepping = True
                 woken.append(IterationStarted(now, engine_id))

@@ -1,8 +1,12 @@
-"""FairQueue: the least-served tenant first (VTC), the policy's order within a tenant, no credit for idling."""
+"""FairQueue: the least-served tenant first (VTC), the policy's order within a tenant and its tiers across
+tenants, no credit for idling."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
+from forethought.domain import ServiceClass
 from forethought.queueing import FairQueue, QueuedRequest, QueueFull, build_policy
 
 
@@ -42,6 +46,18 @@ def test_within_a_tenant_the_policy_orders() -> None:
     queue.push(make_request("long", "a", predicted=500.0), 0.0)
     queue.push(make_request("short", "a", predicted=5.0), 0.0)
     assert drain(queue) == ["short", "long"]
+
+
+def test_a_real_time_request_never_waits_behind_a_less_served_tenants_best_effort_one() -> None:
+    queue = FairQueue(build_policy("rtbe"))
+    queue.push(make_request("heavy-be", "heavy", arrival=0), 0.0)
+    queue.push(make_request("light-be", "light", arrival=1), 0.0)
+    assert queue.pop(0.0).request_id == "heavy-be"  # heavy has received 100 tokens, light none
+    queue.push(replace(make_request("heavy-rt", "heavy", arrival=2), service_class=ServiceClass.RT), 0.0)
+    queue.push(make_request("heavy-be-2", "heavy", arrival=3), 0.0)
+    assert queue.counters == {"heavy": 100.0, "light": 0.0}
+    assert [request.request_id for request in queue.ordered(0.0)] == ["heavy-rt", "heavy-be-2", "light-be"]
+    assert drain(queue) == ["heavy-rt", "light-be", "heavy-be-2"]  # the RT tier first, then fair among BE
 
 
 def test_a_tenant_back_from_idling_earns_no_credit() -> None:

@@ -78,6 +78,42 @@ def test_room_is_bounded_by_capacity_against_the_larger_of_own_and_reported_in_f
     assert (slots.unstarted("w0"), slots.in_flight("w0"), slots.room("w0")) == (3, 3, 1)
 
 
+def real_time(rid: str, arrival: float = 0.0) -> ScheduledRequest:
+    request = make_request(rid, arrival=arrival)
+    request.queued = replace(request.queued, service_class=ServiceClass.RT, ttft_slo_s=1.0)
+    return request
+
+
+def test_real_time_requests_count_only_real_time_ones_against_room() -> None:
+    slots = WorkerSlots(max_waiting_per_worker=2)
+    slots.sync({"w0": WorkerView("w0", 3, EngineStats(rt=ClassLoad(running=1), be=ClassLoad(running=2)))})
+    assert (slots.room("w0"), slots.room("w0", real_time=True)) == (0, 2)  # full of BE, room for 2 more RT
+    slots.dispatched("w0", "rt-a", real_time=True)
+    slots.dispatched("w0", "rt-b", real_time=True)
+    assert slots.room("w0", real_time=True) == 0  # two unstarted RT fill the waiting bound
+    slots.started("w0", "rt-a")
+    slots.started("w0", "rt-b")
+    assert slots.room("w0", real_time=True) == 1  # 3 - max(2 own, 1 reported) RT in flight
+    slots.released("w0", "rt-a")
+    slots.released("w0", "rt-b")
+    assert slots.free(real_time=True) == 2
+
+
+def test_a_worker_full_of_best_effort_requests_still_takes_real_time_ones_in_queue_order() -> None:
+    dispatcher = Dispatcher(build_router("round_robin"), GlobalQueue(build_policy("rtbe"), 100), WorkerSlots(2))
+    dispatcher.sync_workers({"w0": WorkerView("w0", 2)}, now=0.0)
+    submit_all(dispatcher, make_request("be-0"), make_request("be-1"), make_request("be-2", arrival=0.5))
+    assert [rid for rid, _ in place_all(dispatcher)] == ["be-0", "be-1"]
+    for rid in ("be-0", "be-1"):
+        dispatcher.first_token(rid, now=1.0)
+    submit_all(dispatcher, real_time("rt-0", arrival=1.0), real_time("rt-1", arrival=1.1), real_time("rt-2", arrival=1.2))
+    assert [rid for rid, _ in place_all(dispatcher, now=1.5)] == ["rt-0", "rt-1"]  # capacity 2 of RT, BE still waits
+    assert dispatcher.take(1.5) == []
+    dispatcher.finish("rt-0", now=2.0)
+    assert [request.request_id for request in dispatcher.take(2.0)] == ["rt-2"]
+    assert dispatcher.take(2.0) == []  # be-2 waits for a BE slot: 2 BE and 2 RT are in flight
+
+
 @pytest.mark.parametrize(("policy", "expected"), [
     ("fcfs", ["long", "short", "medium"]),
     ("ssjf", ["short", "medium", "long"]),
@@ -123,6 +159,21 @@ def test_placement_decides_the_engine_priority_the_worker_is_sent() -> None:
     assert sent["short"].priority < sent["long"].priority  # the global order, as the engine reads it
     assert sent["short"].priority == engine_priority(dispatcher.queue.policy, short.queued)
     assert replace(sent["long"], priority=0) == long.generation  # all else as submitted
+
+
+def test_a_worker_is_sent_what_is_left_of_the_ttft_objective_after_the_wait_here() -> None:
+    dispatcher = Dispatcher(build_router("round_robin"), GlobalQueue(build_policy("rtbe"), 100), WorkerSlots(4))
+    dispatcher.sync_workers({"w0": WorkerView("w0", 4)}, now=0.0)
+    on_time, late = real_time("on-time", arrival=10.0), real_time("late", arrival=10.0)
+    for request in (on_time, late):
+        request.generation = replace(request.generation, service_class=ServiceClass.RT, ttft_slo_s=1.0)
+    submit_all(dispatcher, on_time, late, make_request("be"))
+    dispatcher.take(10.25)
+    sent = {rid: dispatcher.place(rid, {}, now).worker_request()
+            for rid, now in (("on-time", 10.25), ("late", 11.5), ("be", 11.5))}
+    assert sent["on-time"].ttft_slo_s == pytest.approx(0.75)  # a quarter second waited here
+    assert sent["late"].ttft_slo_s == pytest.approx(0.001)  # used up: still set, so the most urgent
+    assert sent["be"].ttft_slo_s == 0.0
 
 
 def test_a_full_queue_refuses_with_a_retry_hint() -> None:
