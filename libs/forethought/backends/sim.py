@@ -4,7 +4,8 @@ The imperative shell around ``EngineCore`` (BROS section 3's engine loop): one a
 while it has work and sleeps for each iteration's modelled duration divided by ``speedup``, then hands the
 iteration's tokens to the streams and its cache events to the subscribers. Time inside the core is
 modelled time: ``(loop time since start) * speedup``. A worker runs it where no accelerator exists, and
-tests run it at a high ``speedup``.
+tests run it at a high ``speedup``. ``load_s`` makes ``start`` take that many real seconds, as a real
+engine's load does (a vLLM engine takes tens of seconds), so a caller's handling of slow loads can be run.
 """
 
 from __future__ import annotations
@@ -38,11 +39,15 @@ class SimEngineBackend:
         profile: str,
         speedup: float = 1.0,
         token_source: TokenSource | None = None,
+        load_s: float = 0.0,
     ) -> None:
         if speedup <= 0:
             raise ValueError("speedup must be positive")
+        if load_s < 0:
+            raise ValueError("load_s must not be negative")
         self.model = model
         self.speedup = speedup
+        self.load_s = load_s
         self.core = EngineCore(config, CostModelExecutor(get_profile(profile)), token_source)
         self._streams: dict[str, asyncio.Queue[GenerationChunk]] = {}
         self._cache_events = CacheEventFeed()
@@ -53,6 +58,7 @@ class SimEngineBackend:
     async def start(self) -> None:
         if self._task is not None:
             return
+        await asyncio.sleep(self.load_s)
         loop = asyncio.get_running_loop()
         self._origin = loop.time()
         self._wake = asyncio.Event()

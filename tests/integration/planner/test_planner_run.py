@@ -1,7 +1,8 @@
 """Running a planned job on real processes: a chain summary runs to its end on two sim workers through
 `forethought run` with every summary forwarded; a planner killed mid-job resumes from Redis without
 redoing a finished request; bad input gets a status naming its field; a model a live worker holds is planned
-without its load."""
+without its load; a model's requests start while another model of its stage still loads, and a model stopped
+while loading does not hold the run."""
 
 from __future__ import annotations
 
@@ -287,3 +288,88 @@ def test_a_model_a_worker_holds_is_planned_without_its_load(start_service, redis
     assert cold == pytest.approx(library(None))
     assert warm == pytest.approx(library({"summarizer": 1}))
     assert warm < cold
+
+
+def three_model_job() -> dict:
+    """Short requests of three small models, no edges: the tests below impose their own stages."""
+    requests = [{"id": f"{model}{i}", "model": model, "prompt_tokens": 32, "output_tokens": 8}
+                for model in ("fast", "slow", "third") for i in range(3)]
+    return {"name": "loads", "devices": {"hardware": "cpu-2-cores", "count": 2},
+            "models": [{"name": model, **SMOL} for model in ("fast", "slow", "third")],
+            "graph": {"kind": "explicit", "edges": [], "requests": requests}}
+
+
+def impose_stages(client: redis.Redis, key: str, stages: list[tuple[dict[str, tuple[int, int]], str]]) -> None:
+    """Replaces the planned stages in the job store: each stage's ``{model: (replicas, gpus)}`` and the model
+    it finishes."""
+    planned = planner_pb2.PlanResponse.FromString(client.hget(key, "plan"))
+    del planned.stages[:]
+    for placements, finishing in stages:
+        planned.stages.add(estimated_s=1.0, finished_models=[finishing], placements=[
+            planner_pb2.ModelPlacement(model=model, replicas=dp, gpus=tp) for model, (dp, tp) in placements.items()])
+    client.hset(key, "plan", planned.SerializeToString())
+
+
+def run_following(stub, client: redis.Redis, key: str, job_id: str) -> list[tuple[set[str], dict[str, list[str]]]]:
+    """Runs the job and snapshots (finished requests, then the run record's workers by model) until it ends.
+    The outputs are read first: a snapshot's requests finished before its workers were read."""
+    stub.Run(planner_pb2.RunRequest(job_id=job_id), timeout=30)
+    snapshots = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        finished = {request_id.decode() for request_id in client.hkeys(f"{key}:outputs")}
+        record = json.loads(client.hget(key, "run"))
+        snapshots.append((finished, record["workers"]))
+        if record["state"] in ("done", "failed"):
+            assert record["state"] == "done", record["error"]
+            return snapshots
+        time.sleep(0.02)
+    raise AssertionError(f"job {job_id} still runs after 120 s")
+
+
+@pytest.fixture
+def slow_loading_workers(start_service):
+    """w1 loads at once; w2's sim engine takes 5 s a load. A stage's first model goes to w1, its second to w2."""
+    return [start_service("worker", "--engine", "sim", "--sim-speedup", "8", "--worker-id", "w1", "--capacity", "3"),
+            start_service("worker", "--engine", "sim", "--sim-speedup", "8", "--worker-id", "w2", "--capacity", "3",
+                          "--sim-load-s", "5")]
+
+
+@pytest.mark.usefixtures("slow_loading_workers")
+def test_a_models_requests_finish_while_another_model_of_its_stage_loads(start_service, redis_server, namespace):
+    planner = start_service("planner")
+    client = redis.Redis.from_url(redis_server.url)
+    with grpc.insecure_channel(planner.address) as channel:
+        stub = planner_pb2_grpc.PlannerServiceStub(channel)
+        job_id = plan(stub, three_model_job()).job_id
+        key = f"{namespace}:planner:job:{job_id}"
+        impose_stages(client, key, [({"fast": (1, 1), "slow": (1, 1)}, "fast"), ({"third": (1, 1)}, "third")])
+        snapshots = run_following(stub, client, key, job_id)
+    client.close()
+    fast = {f"fast{i}" for i in range(3)}
+    # Some moment saw every request of fast finished and slow not loaded yet on w2.
+    assert any(fast <= finished and "slow" not in workers for finished, workers in snapshots)
+    assert any(workers.get("slow") == ["w2"] for _, workers in snapshots)
+    assert len(snapshots[-1][0]) == 9
+    assert "slow loaded on w2" in planner.log()
+
+
+@pytest.mark.usefixtures("slow_loading_workers")
+def test_a_model_stopped_while_it_loads_has_its_load_cancelled(start_service, redis_server, namespace):
+    planner = start_service("planner")
+    client = redis.Redis.from_url(redis_server.url)
+    with grpc.insecure_channel(planner.address) as channel:
+        stub = planner_pb2_grpc.PlannerServiceStub(channel)
+        job_id = plan(stub, three_model_job()).job_id
+        key = f"{namespace}:planner:job:{job_id}"
+        # Stage 2's model takes both devices: slow yields while w2 still loads it, and runs in stage 3 on w1.
+        impose_stages(client, key, [({"fast": (1, 1), "slow": (1, 1)}, "fast"), ({"third": (1, 2)}, "third"),
+                                    ({"slow": (1, 1)}, "slow")])
+        snapshots = run_following(stub, client, key, job_id)
+    client.close()
+    assert len(snapshots[-1][0]) == 9
+    assert all(workers.get("slow", ["w1"]) == ["w1"] for _, workers in snapshots)  # never served from w2
+    log = planner.log()
+    assert "slow stopped while loading on w2" in log and "slow loaded on w2" not in log
+    assert log.index("slow stopped while loading on w2") < log.index("slow loaded on w1")
+

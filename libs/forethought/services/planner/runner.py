@@ -1,12 +1,14 @@
 """Runs one planned job on the registered workers: the imperative shell around ``planner.running.JobRun``.
 
-Each turn asks the run which models to place, stops the ones it drops (their requests in flight are
-cancelled and redone later: SamuLLM's preemption), loads the ones it starts on ``dp`` workers with
-``LoadModel``, then sends ready requests, up to each worker's registered capacity in flight, to the least
-busy replica of its model with the worker's ``Generate`` (``model`` set: the scheduler routes by a
-worker's primary model only, so a model loaded for the job is reached directly). A finished request's
-output tokens are written to the job store before the run counts it, and become the prompt tail of the
-requests that take it as input.
+Each turn asks the run which models to place, stops the ones it drops (their requests in flight and
+their loads under way are cancelled, the requests redone later: SamuLLM's preemption), and starts the
+ones it places on ``dp`` workers, each replica its own ``LoadModel`` task: the loads of a stage overlap.
+Ready requests go, up to each worker's registered capacity in flight, to the least busy loaded replica of
+their model with the worker's ``Generate`` (``model`` set: the scheduler routes by a worker's primary model
+only, so a model loaded for the job is reached directly): a model's requests start with its first loaded
+replica, and the loop waits on request and load completions together, so a slow load holds only its own
+model. A finished request's output tokens are written to the job store before the run counts it, and
+become the prompt tail of the requests that take it as input.
 
 A replica is one worker, loaded with the plan's ``tp`` (``LoadModelRequest.tensor_parallel_size``): vLLM
 splits the model over that many of the worker's GPUs; a worker with fewer devices refuses, naming the field.
@@ -19,6 +21,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import grpc
 
@@ -35,11 +38,21 @@ from forethought.planner.running import (
 )
 from forethought.rpc.channels import ChannelTls, open_channel
 from forethought.services.planner.job_store import JobStore, RunRecord, StoredJob
+from forethought.telemetry.tracing import trace_metadata
 from forethought.v1 import worker_pb2, worker_pb2_grpc
 
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3  # dispatches of one request before the job fails
+
+
+@dataclass(frozen=True)
+class ReplicaLoad:
+    """One replica's ``LoadModel`` under way: the model, its tensor-parallel degree and the worker asked."""
+
+    model: str
+    tp: int
+    worker_id: str
 
 
 class JobRunner:
@@ -65,6 +78,9 @@ class JobRunner:
         self._lost: set[str] = set()  # workers that answered UNAVAILABLE: gone, though the registry may list them a while
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._in_flight: dict[str, asyncio.Task[tuple[list[int], int]]] = {}
+        self._loads: dict[asyncio.Task[worker_pb2.LoadModelResponse], ReplicaLoad] = {}
+        self._spares: dict[str, list[str]] = {}  # per model: workers to try next when a replica's load fails
+        self._refusals: dict[str, list[str]] = {}
         self._on_worker: dict[str, str] = {}
         self._failures: dict[str, int] = {}
 
@@ -80,9 +96,10 @@ class JobRunner:
             log.exception("job %s failed", self._job_id)
             self._fail(f"internal: {error}")
         finally:
-            for task in self._in_flight.values():
+            tasks = [*self._in_flight.values(), *self._loads]
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(*self._in_flight.values(), return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
             for channel in self._channels.values():
                 await channel.close()
         self._record.take(self._run, self._workers)
@@ -109,12 +126,17 @@ class JobRunner:
             if self._run.is_done:
                 return
             for request in self._run.ready_requests(frozenset(self._in_flight)):
-                self._dispatch(request)
-            if not self._in_flight:
+                if self._workers.get(request.model):  # a model still loading waits for its first replica
+                    self._dispatch(request)
+            if not self._in_flight and not self._loads:
                 raise StalledRun(f"no request of the running models is ready ({', '.join(self._run.running)})")
-            finished, _ = await asyncio.wait(self._in_flight.values(), return_when=asyncio.FIRST_COMPLETED)
+            finished, _ = await asyncio.wait([*self._in_flight.values(), *self._loads],
+                                             return_when=asyncio.FIRST_COMPLETED)
             for task in finished:
-                await self._settle(task)
+                if task in self._loads:
+                    self._settle_load(task)
+                elif self._in_flight.get(task.get_name()) is task:
+                    await self._settle(task)
 
     async def _apply(self, placement: Placement) -> None:
         records = {record.worker_id: record for record in await self._registry.workers()
@@ -124,10 +146,58 @@ class JobRunner:
             await self._stop(name)
         if not placement.start:
             return
-        starting = {name: plan for name, plan in placement.start}
-        chosen = assign_replicas(self._run.running, sorted(records), self._workers)
-        for name, plan in starting.items():
-            self._workers[name] = await self._load(name, plan.tp, chosen[name], records)
+        chosen = assign_replicas(self._run.running, sorted(records), self._placed())
+        for name, plan in dict(placement.start).items():
+            self._start(name, plan.tp, chosen[name], sorted(records))
+
+    def _placed(self) -> dict[str, tuple[str, ...]]:
+        """The workers each model is loaded on or loading on."""
+        placed = {name: list(found) for name, found in self._workers.items()}
+        for load in self._loads.values():
+            placed.setdefault(load.model, []).append(load.worker_id)
+        return {name: tuple(found) for name, found in placed.items()}
+
+    def _start(self, name: str, tp: int, chosen: tuple[str, ...], live: list[str]) -> None:
+        """Starts loading ``name`` over ``tp`` devices on the chosen workers (the other ``live`` ones stand by
+        for a refusal); a worker joins the model's replicas when its ``LoadModel`` answers (at once where the
+        model is loaded already)."""
+        loading = {load.worker_id for load in self._loads.values() if load.model == name}
+        self._workers.pop(name, None)
+        self._spares[name] = [worker for worker in live if worker not in chosen and worker not in loading]
+        self._refusals.setdefault(name, [])
+        for worker_id in chosen:
+            if worker_id not in loading:
+                self._start_load(ReplicaLoad(name, tp, worker_id))
+        if not chosen and not loading:
+            self._refuse(name)
+
+    def _start_load(self, load: ReplicaLoad) -> None:
+        self._loads[asyncio.create_task(self._load(load), name=f"load {load.model} on {load.worker_id}")] = load
+
+    async def _load(self, load: ReplicaLoad) -> worker_pb2.LoadModelResponse:
+        request = worker_pb2.LoadModelRequest(model=load.model, tensor_parallel_size=load.tp)
+        return await self._stub(self._records[load.worker_id]).LoadModel(request, timeout=600, metadata=trace_metadata())
+
+    def _settle_load(self, task: asyncio.Task[worker_pb2.LoadModelResponse]) -> None:
+        """Adds the loaded replica to its model, or tries the model's next worker after a refusal."""
+        load = self._loads.pop(task)
+        try:
+            reply = task.result()
+        except grpc.RpcError as error:
+            self._refusals[load.model].append(f"{load.worker_id}: {error.code().name} {error.details()}")
+            spares = self._spares[load.model]
+            if spares:
+                self._start_load(ReplicaLoad(load.model, load.tp, spares.pop(0)))
+            elif not self._workers.get(load.model) and not any(other.model == load.model for other in self._loads.values()):
+                self._refuse(load.model)
+            return
+        log.info("job %s: %s loaded on %s (tensor parallel %d) in %.2f s", self._job_id, load.model, load.worker_id,
+                 reply.tensor_parallel_size, reply.load_s)
+        self._workers[load.model] = (*self._workers.get(load.model, ()), load.worker_id)
+
+    def _refuse(self, name: str) -> None:
+        refusals = "; ".join(self._refusals.get(name, ())) or "no live worker"
+        raise InvalidField(f"job.models[{name}]", f"no worker could load it ({refusals})")
 
     async def _stop(self, name: str) -> None:
         for request_id, task in list(self._in_flight.items()):
@@ -136,32 +206,23 @@ class JobRunner:
                 await asyncio.gather(task, return_exceptions=True)
                 self._in_flight.pop(request_id)
                 self._on_worker.pop(request_id)
-        for worker_id in self._workers.pop(name, ()):
+        loads = [task for task, load in self._loads.items() if load.model == name]
+        for task in loads:
+            task.cancel()
+        await asyncio.gather(*loads, return_exceptions=True)
+        # A worker asked to load the model is asked to unload it too: its load may have answered meanwhile.
+        cancelled = [self._loads.pop(task).worker_id for task in loads]
+        if cancelled:
+            log.info("job %s: %s stopped while loading on %s", self._job_id, name, ", ".join(cancelled))
+        self._spares.pop(name, None)
+        self._refusals.pop(name, None)
+        for worker_id in (*self._workers.pop(name, ()), *cancelled):
             record = self._records.get(worker_id)
             if record is None or record.model == name:  # a worker's primary model stays
                 continue
             with contextlib.suppress(grpc.RpcError):
-                await self._stub(record).UnloadModel(worker_pb2.UnloadModelRequest(model=name), timeout=60)
-
-    async def _load(self, name: str, tp: int, chosen: tuple[str, ...], records: dict[str, WorkerRecord]) -> tuple[str, ...]:
-        """Loads ``name`` over ``tp`` devices on the chosen workers, trying the others for a worker that fails."""
-        loaded: list[str] = []
-        refusals: list[str] = []
-        for worker_id in [*chosen, *(w for w in sorted(records) if w not in chosen)]:
-            if len(loaded) == len(chosen):
-                break
-            try:
-                reply = await self._stub(records[worker_id]).LoadModel(
-                    worker_pb2.LoadModelRequest(model=name, tensor_parallel_size=tp), timeout=600)
-            except grpc.RpcError as error:
-                refusals.append(f"{worker_id}: {error.code().name} {error.details()}")
-                continue
-            log.info("job %s: %s loaded on %s (tensor parallel %d) in %.2f s", self._job_id, name, worker_id,
-                     reply.tensor_parallel_size, reply.load_s)
-            loaded.append(worker_id)
-        if not loaded:
-            raise InvalidField(f"job.models[{name}]", "no worker could load it (" + ("; ".join(refusals) or "no live worker") + ")")
-        return tuple(loaded)
+                await self._stub(record).UnloadModel(worker_pb2.UnloadModelRequest(model=name), timeout=60,
+                                                     metadata=trace_metadata())
 
     def _dispatch(self, request: JobRequest) -> None:
         """Sends the request to its model's least busy replica, unless each holds its worker's capacity."""
@@ -186,7 +247,7 @@ class JobRunner:
         )
         tokens: list[int] = []
         prompt = 0
-        async for chunk in self._stub(record).Generate(message):
+        async for chunk in self._stub(record).Generate(message, metadata=trace_metadata()):
             tokens.extend(chunk.token_ids)
             prompt = chunk.usage.prompt_tokens or prompt
         return tokens, prompt
@@ -216,5 +277,7 @@ class JobRunner:
     def _stub(self, record: WorkerRecord) -> worker_pb2_grpc.WorkerServiceStub:
         channel = self._channels.get(record.address)
         if channel is None:
-            channel = self._channels[record.address] = open_channel(record.address, tls=self._tls)
+            # Untraced: a client interceptor's unary call ignores the caller's cancel, so a stopped load
+            # would run on at the worker; the calls carry the trace context themselves.
+            channel = self._channels[record.address] = open_channel(record.address, traced=False, tls=self._tls)
         return worker_pb2_grpc.WorkerServiceStub(channel)

@@ -61,6 +61,8 @@ class Settings(ServiceSettings):
     sim_profile: str = option("smollm2-135m-cpu2", "cost-model profile of the sim engine (docs/costmodel.md)")
     sim_speedup: float = option(1.0, "sim engine: modelled time is divided by this")
     sim_kv_blocks: int = option(2048, "sim and null engines: KV blocks of 16 tokens")
+    sim_load_s: float = option(0.0, "sim engine: real seconds each model's load takes (the primary model's at start, "
+                               "each LoadModel's), as a real engine's; not divided by sim_speedup")
     devices: int = option(0, "devices LoadModel's tensor_parallel_size may split a model over; 0 = the GPUs vLLM "
                           "sees (1 on a CPU), 8 for sim and null (a simulated node)")
     vllm_kv_cache_gib: float = option(1.0, "vLLM on CPU: KV cache space in GiB")
@@ -88,6 +90,8 @@ class Settings(ServiceSettings):
             raise ConfigError("vllm_dtype", f"must be one of {VLLM_DTYPES}", self.vllm_dtype)
         if self.sim_speedup <= 0:
             raise ConfigError("sim_speedup", "must be > 0", self.sim_speedup)
+        if self.sim_load_s < 0:
+            raise ConfigError("sim_load_s", "must be >= 0", self.sim_load_s)
         if self.devices < 0:
             raise ConfigError("devices", "must be >= 0", self.devices)
         if self.prewarm_ttl_s <= 0:
@@ -138,7 +142,7 @@ def build_engine(settings: Settings, model: str, tensor_parallel_size: int = 1) 
 
     return SimEngineBackend(
         model=model, config=EngineConfig(num_blocks=settings.sim_kv_blocks),
-        profile=settings.sim_profile, speedup=settings.sim_speedup,
+        profile=settings.sim_profile, speedup=settings.sim_speedup, load_s=settings.sim_load_s,
     )
 
 
