@@ -12,9 +12,10 @@ the rest best-effort, from two tenants of which one sends three times the other'
 
 Refusals are RESOURCE_EXHAUSTED and must carry ``RetryInfo``; the table counts them by class. RT SLO
 attainment is the share of RT requests sent whose first token arrived within the objective (a refused
-one misses it). Every second the resident memory of the scheduler, the workers and Redis is sampled;
-``memory.png`` plots it over the shed run and the table gives each process's growth between the first and
-the last quarter of the soak.
+one misses it); ``rt_attainment.png`` and a table give it per twelfth of the soak, by send time. Every
+second the resident memory and CPU time of the scheduler, the workers and Redis are sampled;
+``memory.png`` plots the memory over the shed run and the table gives each process's growth and the
+cores it used in the first and the last quarter of the soak.
 
 Run: ``forethought bench overload`` (``--quick`` for a short run; ``--soak-s``, ``--load``, ``--rt-share``,
 ``--ttft-slo-s``, ``--workers``, ``--sim-speedup``).
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import random
 import statistics
@@ -52,6 +54,10 @@ MODEL = "SmolLM2-135M-Instruct"
 TENANTS = {"heavy": "token-heavy", "light": "token-light"}
 HEAVY_SHARE = 0.75  # the heavy tenant sends three times the light one's traffic
 SHED = "shed BE first"
+ATTAINMENT_WINDOWS = 12  # RT SLO attainment is reported per twelfth of the soak, by send time
+# The capacity loop's requests are numbered apart from the soaks' (1 up): a prompt served from the cache of
+# an identical one would measure a capacity the soaks' distinct prompts never reach.
+CAPACITY_FIRST_NUMBER = 15_000
 BASELINE = "baseline"
 
 
@@ -67,6 +73,7 @@ class Outcome:
 
     real_time: bool
     tenant: str
+    sent_s: float = 0.0  # since the soak began
     status: str = "OK"
     ttft_s: float | None = None
     output_tokens: int = 0
@@ -80,12 +87,14 @@ class SoakResult:
     outcomes: list[Outcome]
     ttft_slo_s: float
     memory: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # process -> (s, MiB)
+    cpu: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # process -> (s, CPU seconds so far)
 
     def of(self, real_time: bool, tenant: str | None = None) -> list[Outcome]:
         return [o for o in self.outcomes if o.real_time is real_time and (tenant is None or o.tenant == tenant)]
 
-    def rt_attainment(self) -> float:
-        rt = self.of(True)
+    def rt_attainment(self, since_s: float = 0.0, until_s: float = float("inf")) -> float:
+        """Share of the RT requests sent in ``[since_s, until_s)`` whose first token came within the objective."""
+        rt = [o for o in self.of(True) if since_s <= o.sent_s < until_s]
         met = [o for o in rt if o.status == "OK" and o.ttft_s is not None and o.ttft_s <= self.ttft_slo_s]
         return len(met) / len(rt) if rt else float("nan")
 
@@ -150,6 +159,8 @@ async def start_scheduler(mesh: Mesh, configuration: Configuration, tenants_file
 
 
 def request_of(number: int, real_time: bool, max_tokens: int, ttft_slo_s: float) -> scheduler_pb2.GenerateRequest:
+    """Request ``number``: any 30,000 consecutive numbers have prompts that share no first token, so none
+    is served from another's cached prefix."""
     prompt = [(number * 7 + offset) % 30000 + 10 for offset in range(64)]
     request = scheduler_pb2.GenerateRequest(
         model=MODEL, token_ids=common_pb2.TokenIds(ids=prompt), max_tokens=max_tokens,
@@ -178,40 +189,42 @@ async def send(stub: scheduler_pb2_grpc.SchedulerServiceStub, request: scheduler
 async def measure_capacity(address: str, seconds: float, concurrency: int, max_tokens: int) -> float:
     """Completed requests per second of a closed loop that keeps every worker busy."""
     completed = 0
+    numbers = itertools.count(CAPACITY_FIRST_NUMBER)
     ends = time.monotonic() + seconds
     async with grpc.aio.insecure_channel(address) as channel:
         stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
 
-        async def caller(number: int) -> None:
+        async def caller() -> None:
             nonlocal completed
-            sequence = 0
             while time.monotonic() < ends:
-                sequence += 1
-                outcome = await send(stub, request_of(number * 100_000 + sequence, False, max_tokens, 0.0),
-                                     Outcome(False, "light"))
+                outcome = await send(stub, request_of(next(numbers), False, max_tokens, 0.0), Outcome(False, "light"))
                 completed += outcome.status == "OK"
 
         started = time.monotonic()
-        await asyncio.gather(*(caller(number) for number in range(concurrency)))
+        await asyncio.gather(*(caller() for _ in range(concurrency)))
     return completed / (time.monotonic() - started)
 
 
 async def soak(mesh: Mesh, configuration: str, rate: float, seconds: float, rt_share: float, ttft_slo_s: float,
                max_tokens: int, seed: int) -> SoakResult:
-    """Poisson arrivals at ``rate`` for ``seconds``, memory sampled every second; waits for every answer."""
+    """Poisson arrivals at ``rate`` for ``seconds``, memory and CPU sampled every second; waits for every answer."""
     rng = random.Random(seed)
     result = SoakResult(configuration, rate, [], ttft_slo_s)
     pids = mesh.pids()
     started = time.monotonic()
 
-    async def sample_memory() -> None:
+    processes = {name: psutil.Process(pid) for name, pid in pids.items()}
+
+    async def sample_processes() -> None:
         while True:
-            for name, pid in pids.items():
-                mib = psutil.Process(pid).memory_info().rss / 2**20
-                result.memory.setdefault(name, []).append((time.monotonic() - started, mib))
+            for name, process in processes.items():
+                now = time.monotonic() - started
+                cpu = process.cpu_times()
+                result.memory.setdefault(name, []).append((now, process.memory_info().rss / 2**20))
+                result.cpu.setdefault(name, []).append((now, cpu.user + cpu.system))
             await asyncio.sleep(1.0)
 
-    sampler = asyncio.create_task(sample_memory())
+    sampler = asyncio.create_task(sample_processes())
     async with grpc.aio.insecure_channel(mesh.scheduler) as channel:
         stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
         calls: list[asyncio.Task[Outcome]] = []
@@ -221,11 +234,25 @@ async def soak(mesh: Mesh, configuration: str, rate: float, seconds: float, rt_s
             await asyncio.sleep(max(0.0, at - time.monotonic()))
             number += 1
             real_time = rng.random() < rt_share
-            outcome = Outcome(real_time, "heavy" if rng.random() < HEAVY_SHARE else "light")
+            outcome = Outcome(real_time, "heavy" if rng.random() < HEAVY_SHARE else "light", at - started)
             calls.append(asyncio.create_task(send(stub, request_of(number, real_time, max_tokens, ttft_slo_s), outcome)))
         result.outcomes = list(await asyncio.gather(*calls))
     sampler.cancel()
     return result
+
+
+def cpu_share(samples: list[tuple[float, float]], first: bool) -> float:
+    """Cores the process used over the first (or last) quarter of the samples: CPU seconds over wall seconds."""
+    quarter = max(2, len(samples) // 4)
+    part = samples[:quarter] if first else samples[-quarter:]
+    (start, cpu_start), (end, cpu_end) = part[0], part[-1]
+    return (cpu_end - cpu_start) / (end - start) if end > start else float("nan")
+
+
+def attainment_windows(result: SoakResult, seconds: float) -> list[tuple[float, float]]:
+    """(window start s, RT SLO attainment of the requests sent in it), twelve windows over the soak."""
+    width = seconds / ATTAINMENT_WINDOWS
+    return [(i * width, result.rt_attainment(i * width, (i + 1) * width)) for i in range(ATTAINMENT_WINDOWS)]
 
 
 def growth_mib(samples: list[tuple[float, float]]) -> float:
@@ -254,21 +281,27 @@ def render(args: argparse.Namespace, capacity: float, results: list[SoakResult])
         summary.add(result.configuration, result.rate, result.rate / capacity, result.rt_attainment(),
                     sum(o.output_tokens for o in result.of(False) if o.status == "OK") / args.soak_s,
                     *(f"{len(served[t])} / {len(result.of(False, t))}" for t in ("heavy", "light")))
-    memory = ResultTable(["configuration", "process", "RSS first quarter MiB", "RSS last quarter MiB", "growth MiB"],
-                         title="Resident memory across the soak")
+    memory = ResultTable(["configuration", "process", "RSS first quarter MiB", "RSS last quarter MiB", "growth MiB",
+                          "CPU cores first quarter", "CPU cores last quarter"],
+                         title="Resident memory and CPU across the soak")
     for result in results:
         for name, samples in sorted(result.memory.items()):
             quarter = max(1, len(samples) // 4)
             memory.add(result.configuration, name, statistics.fmean(m for _, m in samples[:quarter]),
-                       statistics.fmean(m for _, m in samples[-quarter:]), growth_mib(samples))
+                       statistics.fmean(m for _, m in samples[-quarter:]), growth_mib(samples),
+                       cpu_share(result.cpu[name], first=True), cpu_share(result.cpu[name], first=False))
+    windows = ResultTable(["configuration", *(f"{start:g} s" for start, _ in attainment_windows(results[0], args.soak_s))],
+                          title="RT SLO attainment of the requests sent in each twelfth of the soak")
+    for result in results:
+        windows.add(result.configuration, *(share for _, share in attainment_windows(result, args.soak_s)))
     shed = next(r for r in results if r.configuration == SHED)
-    preamble = (f"Command: `forethought bench overload {' '.join(args.argv)}`; {args.workers} sim workers at "
+    preamble = (f"Command: `{' '.join(['forethought bench overload', *args.argv])}`; {args.workers} sim workers at "
                 f"--sim-speedup {args.sim_speedup} and --capacity {args.worker_capacity}, {args.max_tokens} output tokens "
                 f"per request, RT share {args.rt_share}, TTFT objective {args.ttft_slo_s} s, soak {args.soak_s:g} s per "
                 f"configuration; load average {os.getloadavg()[0]:.1f}. Measured capacity: {capacity:.1f} requests/s. "
                 f"RT SLO attainment, shed vs baseline: {shed.rt_attainment():.3f} vs "
                 f"{next(r for r in results if r.configuration == BASELINE).rt_attainment():.3f}.")
-    return preamble, [summary, classes, memory]
+    return preamble, [summary, classes, windows, memory]
 
 
 def plot_memory(out: Path, result: SoakResult) -> Path:
@@ -276,6 +309,13 @@ def plot_memory(out: Path, result: SoakResult) -> Path:
               for name, samples in sorted(result.memory.items())]
     return line_plot(out / "memory.png", series, f"Resident memory, {result.configuration} soak at "
                      f"{result.rate:.1f} req/s", "seconds", "RSS (MiB)")
+
+
+def plot_attainment(out: Path, results: list[SoakResult], seconds: float) -> Path:
+    series = [LineSeries(result.configuration, *zip(*attainment_windows(result, seconds), strict=True))
+              for result in results]
+    return line_plot(out / "rt_attainment.png", series, f"RT SLO attainment (TTFT <= {results[0].ttft_slo_s:g} s) by "
+                     "send time", "seconds into the soak", "share of RT requests")
 
 
 def configurations(max_queue: int, best_effort_limit: int) -> list[Configuration]:
@@ -333,4 +373,5 @@ def main(argv: list[str] | None = None) -> int:
     preamble, tables = render(args, capacity, results)
     write_table(args.out / "table.md", tables, preamble)
     plot_memory(args.out, next(r for r in results if r.configuration == SHED))
+    plot_attainment(args.out, results, args.soak_s)
     return 0

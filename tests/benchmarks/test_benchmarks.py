@@ -42,3 +42,13 @@ def test_overload_benchmark_soaks_both_configurations_and_plots_memory(tmp_path)
         assert sent == completed + refused + other and refused == with_retry_info  # every refusal says when to retry
         assert other == 0
     assert (tmp_path / "memory.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "rt_attainment.png").read_bytes()[:4] == b"\x89PNG"
+    assert "RT SLO attainment of the requests sent in each twelfth of the soak" in table
+
+
+def test_overload_prompts_share_no_first_block_so_capacity_is_measured_without_cache_hits() -> None:
+    from benchmarks.overload import CAPACITY_FIRST_NUMBER, request_of
+
+    numbers = [*range(1, 4_000), *range(CAPACITY_FIRST_NUMBER, CAPACITY_FIRST_NUMBER + 4_000)]
+    first_blocks = {tuple(request_of(number, False, 32, 0.0).token_ids.ids[:16]) for number in numbers}
+    assert len(first_blocks) == len(numbers)
