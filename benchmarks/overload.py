@@ -55,9 +55,9 @@ TENANTS = {"heavy": "token-heavy", "light": "token-light"}
 HEAVY_SHARE = 0.75  # the heavy tenant sends three times the light one's traffic
 SHED = "shed BE first"
 ATTAINMENT_WINDOWS = 12  # RT SLO attainment is reported per twelfth of the soak, by send time
-# The capacity loop's requests are numbered apart from the soaks' (1 up): a prompt served from the cache of
-# an identical one would measure a capacity the soaks' distinct prompts never reach.
-CAPACITY_FIRST_NUMBER = 15_000
+# Each phase (the capacity loop, then each soak) opens its prompts with its own token: the workers outlive the
+# phases, and a prompt served from the cache of an earlier phase's identical one measures too much capacity.
+PHASE_TOKEN = 30_010
 BASELINE = "baseline"
 
 
@@ -158,10 +158,11 @@ async def start_scheduler(mesh: Mesh, configuration: Configuration, tenants_file
     raise RuntimeError(f"the scheduler did not list {workers} workers")
 
 
-def request_of(number: int, real_time: bool, max_tokens: int, ttft_slo_s: float) -> scheduler_pb2.GenerateRequest:
-    """Request ``number``: any 30,000 consecutive numbers have prompts that share no first token, so none
-    is served from another's cached prefix."""
-    prompt = [(number * 7 + offset) % 30000 + 10 for offset in range(64)]
+def request_of(phase: int, number: int, real_time: bool, max_tokens: int,
+               ttft_slo_s: float) -> scheduler_pb2.GenerateRequest:
+    """Request ``number`` of ``phase``: prompts of other phases, or of another of the phase's first 30,000
+    numbers, share no first block with it, so none is served from another's cached prefix."""
+    prompt = [PHASE_TOKEN + phase, *((number * 7 + offset) % 30000 + 10 for offset in range(63))]
     request = scheduler_pb2.GenerateRequest(
         model=MODEL, token_ids=common_pb2.TokenIds(ids=prompt), max_tokens=max_tokens,
         sampling=common_pb2.SamplingParams(ignore_eos=True), service_class=common_pb2.SERVICE_CLASS_BEST_EFFORT)
@@ -189,7 +190,7 @@ async def send(stub: scheduler_pb2_grpc.SchedulerServiceStub, request: scheduler
 async def measure_capacity(address: str, seconds: float, concurrency: int, max_tokens: int) -> float:
     """Completed requests per second of a closed loop that keeps every worker busy."""
     completed = 0
-    numbers = itertools.count(CAPACITY_FIRST_NUMBER)
+    numbers = itertools.count(1)
     ends = time.monotonic() + seconds
     async with grpc.aio.insecure_channel(address) as channel:
         stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
@@ -197,7 +198,7 @@ async def measure_capacity(address: str, seconds: float, concurrency: int, max_t
         async def caller() -> None:
             nonlocal completed
             while time.monotonic() < ends:
-                outcome = await send(stub, request_of(next(numbers), False, max_tokens, 0.0), Outcome(False, "light"))
+                outcome = await send(stub, request_of(0, next(numbers), False, max_tokens, 0.0), Outcome(False, "light"))
                 completed += outcome.status == "OK"
 
         started = time.monotonic()
@@ -205,7 +206,7 @@ async def measure_capacity(address: str, seconds: float, concurrency: int, max_t
     return completed / (time.monotonic() - started)
 
 
-async def soak(mesh: Mesh, configuration: str, rate: float, seconds: float, rt_share: float, ttft_slo_s: float,
+async def soak(mesh: Mesh, phase: int, configuration: str, rate: float, seconds: float, rt_share: float, ttft_slo_s: float,
                max_tokens: int, seed: int) -> SoakResult:
     """Poisson arrivals at ``rate`` for ``seconds``, memory and CPU sampled every second; waits for every answer."""
     rng = random.Random(seed)
@@ -235,7 +236,7 @@ async def soak(mesh: Mesh, configuration: str, rate: float, seconds: float, rt_s
             number += 1
             real_time = rng.random() < rt_share
             outcome = Outcome(real_time, "heavy" if rng.random() < HEAVY_SHARE else "light", at - started)
-            calls.append(asyncio.create_task(send(stub, request_of(number, real_time, max_tokens, ttft_slo_s), outcome)))
+            calls.append(asyncio.create_task(send(stub, request_of(phase, number, real_time, max_tokens, ttft_slo_s), outcome)))
         result.outcomes = list(await asyncio.gather(*calls))
     sampler.cancel()
     return result
@@ -330,14 +331,14 @@ async def run(args: argparse.Namespace, tenants_file: Path) -> tuple[float, list
     results = []
     capacity = 0.0
     with sim_workers(args.workers, args.sim_speedup, args.worker_capacity) as mesh:
-        for configuration in configurations(args.max_queue, args.max_queue_best_effort):
+        for phase, configuration in enumerate(configurations(args.max_queue, args.max_queue_best_effort), start=1):
             await start_scheduler(mesh, configuration, tenants_file, args.workers)
             if not capacity:
                 capacity = await measure_capacity(mesh.scheduler, args.capacity_s, args.workers * args.worker_capacity * 2,
                                                   args.max_tokens)
                 print(f"capacity: {capacity:.1f} requests/s", file=sys.stderr)
             print(f"soaking {configuration.name} at {args.load * capacity:.1f} requests/s for {args.soak_s:g} s", file=sys.stderr)
-            results.append(await soak(mesh, configuration.name, args.load * capacity, args.soak_s, args.rt_share,
+            results.append(await soak(mesh, phase, configuration.name, args.load * capacity, args.soak_s, args.rt_share,
                                       args.ttft_slo_s, args.max_tokens, args.seed))
             mesh.stop("scheduler")
     return capacity, results

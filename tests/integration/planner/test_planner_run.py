@@ -2,7 +2,7 @@
 `forethought run` with every summary forwarded; a planner killed mid-job resumes from Redis without
 redoing a finished request; bad input gets a status naming its field; a model a live worker holds is planned
 without its load; a model's requests start while another model of its stage still loads, and a model stopped
-while loading does not hold the run."""
+while loading does not hold the run; a job runs on a real vLLM engine with an output forwarded."""
 
 from __future__ import annotations
 
@@ -335,41 +335,62 @@ def slow_loading_workers(start_service):
                           "--sim-load-s", "5")]
 
 
-@pytest.mark.usefixtures("slow_loading_workers")
-def test_a_models_requests_finish_while_another_model_of_its_stage_loads(start_service, redis_server, namespace):
+def run_in_stages(start_service, redis_url: str, namespace: str,
+                  stages: list[tuple[dict[str, tuple[int, int]], str]]) -> tuple[list, str]:
+    """Plans ``three_model_job``, runs it in ``stages`` on a new planner: the run's snapshots and the planner's log."""
     planner = start_service("planner")
-    client = redis.Redis.from_url(redis_server.url)
+    client = redis.Redis.from_url(redis_url)
     with grpc.insecure_channel(planner.address) as channel:
         stub = planner_pb2_grpc.PlannerServiceStub(channel)
         job_id = plan(stub, three_model_job()).job_id
         key = f"{namespace}:planner:job:{job_id}"
-        impose_stages(client, key, [({"fast": (1, 1), "slow": (1, 1)}, "fast"), ({"third": (1, 1)}, "third")])
+        impose_stages(client, key, stages)
         snapshots = run_following(stub, client, key, job_id)
     client.close()
+    return snapshots, planner.log()
+
+
+@pytest.mark.usefixtures("slow_loading_workers")
+def test_a_models_requests_finish_while_another_model_of_its_stage_loads(start_service, redis_server, namespace):
+    snapshots, log = run_in_stages(start_service, redis_server.url, namespace,
+                                   [({"fast": (1, 1), "slow": (1, 1)}, "fast"), ({"third": (1, 1)}, "third")])
     fast = {f"fast{i}" for i in range(3)}
     # Some moment saw every request of fast finished and slow not loaded yet on w2.
     assert any(fast <= finished and "slow" not in workers for finished, workers in snapshots)
     assert any(workers.get("slow") == ["w2"] for _, workers in snapshots)
     assert len(snapshots[-1][0]) == 9
-    assert "slow loaded on w2" in planner.log()
+    assert "slow loaded on w2" in log
 
 
 @pytest.mark.usefixtures("slow_loading_workers")
 def test_a_model_stopped_while_it_loads_has_its_load_cancelled(start_service, redis_server, namespace):
-    planner = start_service("planner")
-    client = redis.Redis.from_url(redis_server.url)
-    with grpc.insecure_channel(planner.address) as channel:
-        stub = planner_pb2_grpc.PlannerServiceStub(channel)
-        job_id = plan(stub, three_model_job()).job_id
-        key = f"{namespace}:planner:job:{job_id}"
-        # Stage 2's model takes both devices: slow yields while w2 still loads it, and runs in stage 3 on w1.
-        impose_stages(client, key, [({"fast": (1, 1), "slow": (1, 1)}, "fast"), ({"third": (1, 2)}, "third"),
+    # Stage 2's model takes both devices: slow yields while w2 still loads it, and runs in stage 3 on w1.
+    snapshots, log = run_in_stages(start_service, redis_server.url, namespace,
+                                   [({"fast": (1, 1), "slow": (1, 1)}, "fast"), ({"third": (1, 2)}, "third"),
                                     ({"slow": (1, 1)}, "slow")])
-        snapshots = run_following(stub, client, key, job_id)
-    client.close()
     assert len(snapshots[-1][0]) == 9
     assert all(workers.get("slow", ["w1"]) == ["w1"] for _, workers in snapshots)  # never served from w2
-    log = planner.log()
     assert "slow stopped while loading on w2" in log and "slow loaded on w2" not in log
     assert log.index("slow stopped while loading on w2") < log.index("slow loaded on w1")
 
+
+@pytest.mark.slow
+def test_a_job_runs_on_a_real_vllm_engine_with_an_output_forwarded(repo, start_service, store, tmp_path):
+    planner = start_service("planner")
+    start_service("worker", "--engine", "vllm", timeout_s=240)
+    model = "SmolLM2-135M-Instruct"  # the worker's own model: planned and run without a load
+    job = {"name": "vllm", "seed": 1, "devices": {"hardware": "cpu-2-cores", "count": 1},
+           "models": [{"name": model, **SMOL, "max_output_tokens": 12, "output_lengths": [12]}],
+           "graph": {"kind": "explicit", "edges": [[model, model]], "requests": [
+               {"id": "draft", "model": model, "prompt_tokens": 24},
+               {"id": "review", "model": model, "prompt_tokens": 16, "inputs": ["draft"]}]}}
+    path = tmp_path / "vllm_job.yaml"
+    path.write_text(json.dumps(job))
+    done = subprocess.run([sys.executable, "-m", "forethought.cli", "run", str(path), "--planner", planner.address,
+                           "--job-id", "vllm-1"], cwd=repo, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].startswith("job vllm-1: done, 2/2 requests in ")
+    outputs = {key: json.loads(value) for key, value in store("vllm-1", "outputs").items()}
+    assert 0 < len(outputs["draft"]["tokens"]) <= 12
+    # The engine read the review's own prompt followed by the draft's whole output.
+    assert outputs["review"]["prompt_tokens"] == 16 + len(outputs["draft"]["tokens"])
