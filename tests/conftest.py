@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -126,7 +127,7 @@ def start_service(tmp_path: Path, redis_server: RedisProcess, namespace: str) ->
             process = subprocess.Popen(
                 [sys.executable, "-m", "forethought.cli", "serve", name, "--port", str(port),
                  "--redis-url", redis_server.url, "--namespace", namespace, *args],
-                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, start_new_session=True,
             )
         service = ServiceProcess(name, f"127.0.0.1:{port}", process, log_path)
         started.append(service)
@@ -136,6 +137,8 @@ def start_service(tmp_path: Path, redis_server: RedisProcess, namespace: str) ->
 
     yield start
     for service in started:
-        if service.process.poll() is None:
-            service.process.kill()
-            service.process.wait()
+        # The whole process group: a vLLM worker's engine runs in processes of its own, which outlive a
+        # kill of the worker alone.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(service.process.pid, signal.SIGKILL)
+        service.process.wait()

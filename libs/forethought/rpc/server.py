@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 READY_MARKER = "FORETHOUGHT_READY"
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+RECANCEL_S = 0.5  # how long a stopping shell waits on a cancelled task before cancelling it again
 
 
 class Service(Protocol):
@@ -75,10 +76,19 @@ class PlainService:
 
 
 async def cancel_tasks(tasks: Sequence[asyncio.Task[None]]) -> None:
-    """Cancels a shell's background tasks and waits for them; one that had already failed does not stop the stop."""
+    """Cancels a shell's background tasks and waits for them; one that had already failed does not stop the stop.
+
+    A task still running after ``RECANCEL_S`` is cancelled again: a client library may turn a cancel that
+    lands in its call into an error of its own, which a retrying loop then logs and goes on from.
+    """
     for task in tasks:
         task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    pending: set[asyncio.Task[None]] = set(tasks)
+    while pending:
+        _, pending = await asyncio.wait(pending, timeout=RECANCEL_S)
+        for task in pending:
+            task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)  # retrieves their errors; all are done
 
 
 @dataclass(frozen=True)
