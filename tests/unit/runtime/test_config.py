@@ -79,3 +79,11 @@ def test_the_worker_refuses_a_vllm_dtype_it_does_not_know():
     with pytest.raises(ConfigError) as raised:
         Settings(vllm_dtype="int4").validate()
     assert "--vllm-dtype / FORETHOUGHT_VLLM_DTYPE = 'int4': must be one of" in str(raised.value)
+
+
+def test_the_worker_refuses_a_negative_sim_load_time():
+    from forethought.services.worker.shell import Settings
+
+    with pytest.raises(ConfigError) as raised:
+        Settings(sim_load_s=-1.0).validate()
+    assert "--sim-load-s / FORETHOUGHT_SIM_LOAD_S = -1.0: must be >= 0" in str(raised.value)
