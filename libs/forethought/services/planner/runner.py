@@ -146,9 +146,10 @@ class JobRunner:
             await self._stop(name)
         if not placement.start:
             return
-        chosen = assign_replicas(self._run.running, sorted(records), self._placed())
+        live = sorted(records)
+        chosen = assign_replicas(self._run.running, live, self._placed())
         for name, plan in dict(placement.start).items():
-            self._start(name, plan.tp, chosen[name], sorted(records))
+            self._start(name, plan.tp, chosen[name], live)
 
     def _placed(self) -> dict[str, tuple[str, ...]]:
         """The workers each model is loaded on or loading on."""
@@ -161,7 +162,7 @@ class JobRunner:
         """Starts loading ``name`` over ``tp`` devices on the chosen workers (the other ``live`` ones stand by
         for a refusal); a worker joins the model's replicas when its ``LoadModel`` answers (at once where the
         model is loaded already)."""
-        loading = {load.worker_id for load in self._loads.values() if load.model == name}
+        loading = {load.worker_id for load in self._loads_of(name).values()}
         self._workers.pop(name, None)
         self._spares[name] = [worker for worker in live if worker not in chosen and worker not in loading]
         self._refusals.setdefault(name, [])
@@ -170,6 +171,10 @@ class JobRunner:
                 self._start_load(ReplicaLoad(name, tp, worker_id))
         if not chosen and not loading:
             self._refuse(name)
+
+    def _loads_of(self, name: str) -> dict[asyncio.Task[worker_pb2.LoadModelResponse], ReplicaLoad]:
+        """The loads of ``name`` under way."""
+        return {task: load for task, load in self._loads.items() if load.model == name}
 
     def _start_load(self, load: ReplicaLoad) -> None:
         self._loads[asyncio.create_task(self._load(load), name=f"load {load.model} on {load.worker_id}")] = load
@@ -188,7 +193,7 @@ class JobRunner:
             spares = self._spares[load.model]
             if spares:
                 self._start_load(ReplicaLoad(load.model, load.tp, spares.pop(0)))
-            elif not self._workers.get(load.model) and not any(other.model == load.model for other in self._loads.values()):
+            elif not self._workers.get(load.model) and not self._loads_of(load.model):
                 self._refuse(load.model)
             return
         log.info("job %s: %s loaded on %s (tensor parallel %d) in %.2f s", self._job_id, load.model, load.worker_id,
@@ -206,7 +211,7 @@ class JobRunner:
                 await asyncio.gather(task, return_exceptions=True)
                 self._in_flight.pop(request_id)
                 self._on_worker.pop(request_id)
-        loads = [task for task, load in self._loads.items() if load.model == name]
+        loads = list(self._loads_of(name))
         for task in loads:
             task.cancel()
         await asyncio.gather(*loads, return_exceptions=True)
