@@ -216,16 +216,17 @@ def test_a_hung_worker_is_given_up_when_its_heartbeat_expires_and_its_request_mo
         with grpc.insecure_channel(front.address) as channel:
             stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
             adopted(stub, 1)
-            hung.process.send_signal(signal.SIGSTOP)  # still registered: the next request is placed on it
-            began = time.monotonic()
-            stream = stub.Generate(token_request("moved", list(range(400, 464)), 8), timeout=30)
+            list(stub.Generate(token_request("seed", SHARED_PREFIX + [7] * 16, 4), timeout=30))
             worker(start_service, "b-live", "20")
-            replies = list(stream)
+            adopted(stub, 2)  # before a-hung is lost, so its request has somewhere to move
+            hung.process.send_signal(signal.SIGSTOP)  # still registered: E2 exploits its cached prefix
+            began = time.monotonic()
+            replies = list(stub.Generate(token_request("moved", SHARED_PREFIX + [8] * 16, 8), timeout=30))
             waited_s = time.monotonic() - began
     finally:
         hung.process.send_signal(signal.SIGKILL)
     assert replies[0].worker_id == "b-live"
-    assert waited_s < 15  # the heartbeat's 2 s TTL (and b-live's start), not a connect timeout
+    assert waited_s < 15  # the heartbeat's 2 s TTL, not a connect timeout
     assert sum(len(reply.token_ids) for reply in replies) == 8
     assert replies[-1].finish_reason == common_pb2.FINISH_REASON_LENGTH
     assert "worker a-hung was lost before the first token; retrying" in front.log()
