@@ -19,15 +19,17 @@ BLOCK = 16
 
 @dataclass(frozen=True)
 class MillisecondPerToken:
-    """Prefill costs 1 ms per token; decode costs ``decode_s`` per iteration."""
+    """Prefill costs 1 ms per token; a decode iteration ``decode_s`` plus ``decode_s_per_context`` per
+    context token."""
 
     decode_s: float = 0.0
+    decode_s_per_context: float = 0.0
 
     def prefill_time(self, tokens: int) -> float:
         return 0.001 * tokens
 
     def decode_time(self, batch: int, context: int) -> float:
-        return self.decode_s
+        return self.decode_s + self.decode_s_per_context * context
 
 
 def make_request(
@@ -39,8 +41,8 @@ def make_request(
     return RoutingRequest(rid, blocks * BLOCK, hashes, BLOCK, cached_blocks=cached or {})
 
 
-def make_e2(workers: int = 2, decode_s: float = 0.0, **options: object) -> E2Router:
-    router = E2Router(phase_times=MillisecondPerToken(decode_s), **options)
+def make_e2(workers: int = 2, decode_s: float = 0.0, decode_s_per_context: float = 0.0, **options: object) -> E2Router:
+    router = E2Router(phase_times=MillisecondPerToken(decode_s, decode_s_per_context), **options)
     for index in range(workers):
         router.add_worker(f"w{index}", now=0.0)
     return router
@@ -175,26 +177,40 @@ def test_capacity_comes_from_the_live_snapshot_when_not_configured() -> None:
     assert router.eviction_cost("w0", needed_blocks=1, now=1.0) == pytest.approx(0.016)  # a's leaf block
 
 
-def test_decode_load_counts_requests_in_flight_at_the_cost_model_rate_before_any_observation() -> None:
-    router = make_e2(1, decode_s=0.01)
+def test_decode_load_counts_requests_in_flight_at_the_iteration_time_of_their_batch() -> None:
+    router = make_e2(1, decode_s=0.01, decode_s_per_context=1e-5)
     assert router.decode_tokens() == 45  # Preble's default decode length
     router.choose(make_request("a", 1), now=0.0)
     router.choose(make_request("b", 1), now=0.0)
-    assert router.window_load("w0") == pytest.approx(2 * 0.016 + 2 * 45 * 0.01)
+    context = 2 * 16 + 2 * 45 / 2  # both prompts, and half the decode each on average
+    assert router.window_load("w0") == pytest.approx(2 * 0.016 + 2 * 45 * (0.01 + 1e-5 * int(context)))
 
 
-def test_observed_output_lengths_and_time_per_token_replace_the_estimates() -> None:
+def test_observed_output_lengths_replace_the_default_decode_length() -> None:
     router = make_e2(2, decode_s=0.01)
     router.choose(make_request("a", 1), now=0.0)  # w0
-    router.observe_ttft("a", 0.5, now=0.5)
-    router.on_finished("a", now=2.5, output_tokens=101)  # 2 s over 100 tokens after the first: 20 ms each
+    router.on_finished("a", now=2.5, output_tokens=101)
     assert router.decode_tokens() == 101  # the average over the whole cluster
     assert router.decode_load("w0") == 0.0  # finished requests leave the decode part
     router.choose(make_request("b", 1), now=3.0)  # the idle w1 (w0 still has a's prefill in H)
-    router.choose(make_request("c", 1), now=3.0)
-    assert router.assignment("c").worker_id == "w0"
-    assert router.decode_load("w0") == pytest.approx(101 * 0.02)  # observed TPOT on w0
-    assert router.decode_load("w1") == pytest.approx(101 * 0.01)  # no observation on w1: cost model
+    assert router.decode_load("w1") == pytest.approx(101 * 0.01)
+
+
+def test_a_worker_decoding_long_contexts_looks_heavier_than_one_decoding_as_many_short_ones() -> None:
+    # The loss this guards against: counting requests in flight alone, a worker decoding a 64-block
+    # context looked as light as one decoding a 1-block one (E2 behind kv_cost on the Mooncake trace).
+    router = make_e2(2, decode_s=0.01, decode_s_per_context=1e-4, rebalance_threshold=1e9)
+    for worker in ("w0", "w1"):  # a request finished on each, at the same pace
+        router.choose(make_request(f"done-{worker}", 1, prefix=5), now=0.0)
+        assert router.assignment(f"done-{worker}").worker_id == worker
+        router.observe_ttft(f"done-{worker}", 0.1, now=0.1)
+        router.on_finished(f"done-{worker}", now=1.0, output_tokens=45)
+    router.choose(make_request("long", 64, prefix=1), now=1.0)  # w0
+    router.choose(make_request("short", 1, prefix=2), now=1.0)  # w1
+    assert router.assignment("long").worker_id == "w0"
+    later = 32.0  # the placements' prefill has left H (30 s): only the decode in flight is left
+    assert router.decode_load("w0") > 2 * router.decode_load("w1")
+    assert router.choose(make_request("next", 4, prefix=3), now=later) == "w1"
 
 
 def test_a_worker_holding_unfinished_work_looks_heavier_than_one_that_finished_it() -> None:

@@ -3,9 +3,10 @@
 - ``L`` (``window_load``): the prefill time of the missed tokens of the requests placed on the worker
   within the history window H (a running sum, as Preble's implementation keeps it), plus the decode
   time of the requests still in flight there: each counts the average decode length of the requests
-  finished within H, over all workers, at the worker's observed time per output token (the authors'
-  released scheduler counts decode this way); before the worker has finished a request, the time
-  model's decode regression.
+  finished within H, over all workers, at the time model's decode iteration for the worker's batch as
+  it stands (Preble section 2.1, Figure 2: an iteration grows linearly with the context tokens it
+  reads). Counting requests alone weighs a 1k-token and a 90k-token context alike; on the Mooncake
+  trace that put E2 behind a router balancing KV blocks in use (docs/e2.md).
 - ``M`` (``eviction_cost``): the recomputation of the cached tokens the worker would evict, in its own
   LRU order, to fit the request's missed blocks: each radix-tree node ``j`` evicted costs
   ``PREFILLTIME(tokens of j) x N_j``, ``N_j`` the requests that used it there within H.
@@ -49,15 +50,14 @@ class LoadCost:
         return worker.placed_prefill_s.total + self.decode_load(worker)
 
     def decode_load(self, worker: E2WorkerState) -> float:
-        """Decode time of the worker's requests in flight at its observed time per output token."""
+        """Decode time of the worker's requests in flight: each decodes the expected length in
+        iterations of the batch they form, at its mean context (prompts plus half the decode)."""
+        batch = len(worker.in_flight)
+        if not batch:
+            return 0.0
         tokens = self.decode_tokens()
-        observed = worker.time_per_token_s
-        if observed:
-            return len(worker.in_flight) * tokens * observed.mean()
-        return sum(
-            tokens * self.phase_times.decode_time(1, int(a.prompt_tokens + tokens / 2))
-            for a in worker.in_flight.values()
-        )
+        context = sum(a.prompt_tokens for a in worker.in_flight.values()) + batch * tokens / 2
+        return batch * tokens * self.phase_times.decode_time(batch, int(context))
 
     def decode_tokens(self) -> float:
         """Decode length to expect: Algorithm 2's "average decoding length in H", else Preble's default."""

@@ -139,7 +139,7 @@ class E2Router(LedgerRouter):
         return self.cost.window_load(self._workers[worker_id])
 
     def decode_load(self, worker_id: str) -> float:
-        """Decode time of the worker's requests in flight at its observed time per output token."""
+        """Decode time of the worker's requests in flight, at the time model's iteration for their batch."""
         return self.cost.decode_load(self._workers[worker_id])
 
     def eviction_cost(self, worker_id: str, needed_blocks: int, now: float, keep: Sequence[int] = ()) -> float:
@@ -169,26 +169,18 @@ class E2Router(LedgerRouter):
         state.place(request.request_id, request.block_hashes, exploited)
 
     def _finished(self, assignment: Assignment, now: float, output_tokens: int | None) -> None:
-        state = self._workers[assignment.worker_id]
-        placed = state.release(assignment.request_id)
-        if output_tokens is None:
-            return
-        self.cost.output_lengths.add(now, output_tokens)
-        first_token_s = placed.first_token_s if placed is not None else None
-        if first_token_s is not None and output_tokens > 1:
-            state.time_per_token_s.add(now, (now - first_token_s) / (output_tokens - 1))
+        self._workers[assignment.worker_id].release(assignment.request_id)
+        if output_tokens is not None:
+            self.cost.output_lengths.add(now, output_tokens)
 
     def observe_ttft(self, request_id: str, ttft_s: float, now: float) -> None:
-        """Feeds the per-token decode time and hot-prefix detection (a prefix whose mean TTFT doubled
-        over H is replicated)."""
+        """Feeds hot-prefix detection (a prefix whose mean TTFT doubled over H is replicated)."""
         assignment = self.assignment(request_id)
         if assignment is None:
             return
         holder = assignment.worker_id
         state = self._workers[holder]
-        placed = state.requests[request_id]
-        placed.first_token_s = now
-        key = placed.exploited_prefix
+        key = state.requests[request_id].exploited_prefix
         if key is None:
             return
         samples = state.ttfts.setdefault(key, deque())

@@ -103,7 +103,6 @@ class PlacedRequest:
 
     prompt_blocks: tuple[int, ...]
     exploited_prefix: int | None  # the chained hash naming the cached prefix it exploited, if any
-    first_token_s: float | None = None
 
 
 @dataclass
@@ -118,7 +117,6 @@ class E2WorkerState:
     configured_kv_blocks: int | None = None
     reported_kv_blocks: int = 0  # from the worker's latest load snapshot
     placed_prefill_s: WindowedSamples = field(default_factory=WindowedSamples)  # PT_r of placements in H
-    time_per_token_s: WindowedSamples = field(default_factory=WindowedSamples)  # observed TPOT within H
     cache: CacheMirror = field(default_factory=CacheMirror)
     # Prompt blocks of the requests in flight: cached here by the time a request placed now runs,
     # though no cache event has reported them yet.
@@ -148,17 +146,15 @@ class E2WorkerState:
         self.requests[request_id] = PlacedRequest(prompt_blocks, exploited_prefix)
         self.placed_blocks.update(prompt_blocks)
 
-    def release(self, request_id: str) -> PlacedRequest | None:
-        """Forgets a finished request; returns what was kept about it."""
+    def release(self, request_id: str) -> None:
+        """Forgets a finished request."""
         placed = self.requests.pop(request_id, None)
         for block in placed.prompt_blocks if placed else ():
             self.placed_blocks[block] -= 1
             if self.placed_blocks[block] <= 0:
                 del self.placed_blocks[block]
-        return placed
 
     def expire(self, now: float, window_s: float) -> None:
         horizon = now - window_s
         self.placed_prefill_s.expire(horizon)
-        self.time_per_token_s.expire(horizon)
         self.cache.drop_unused(now, window_s)
