@@ -13,7 +13,8 @@ the rest best-effort, from two tenants of which one sends three times the other'
 Refusals are RESOURCE_EXHAUSTED and must carry ``RetryInfo``; the table counts them by class. RT SLO
 attainment is the share of RT requests sent whose first token arrived within the objective (a refused
 one misses it); ``rt_attainment.png`` and a table give it per twelfth of the soak, by send time. Every
-second the resident memory and CPU time of the scheduler, the workers and Redis are sampled;
+second the resident memory and CPU time of the scheduler, the workers and Redis are sampled; the services'
+Prometheus histograms split each class's TTFT into its wait at the scheduler and its time at the worker.
 ``memory.png`` plots the memory over the shed run and the table gives each process's growth and the
 cores it used in the first and the last quarter of the soak.
 
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,6 +49,7 @@ from forethought.cluster.redis_server import free_port, start_redis
 from forethought.rpc.channels import wait_until_serving
 from forethought.rpc.errors import retry_delay_of
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
+from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.report import LineSeries, ResultTable, add_output_argument, line_plot, write_table
 
@@ -80,12 +83,22 @@ class Outcome:
     retry_info: bool = False
 
 
+@dataclass(frozen=True)
+class TtftSplit:
+    """Where the RT requests' time to first token went, from the services' histograms over one soak."""
+
+    scheduler_wait_mean_s: float  # arrival at the scheduler to placement on a worker
+    worker_ttft_mean_s: float  # arrival at the worker to the first token
+    worker_within_objective: float  # share of RT first tokens that the worker alone made within the objective
+
+
 @dataclass
 class SoakResult:
     configuration: str
     rate: float
     outcomes: list[Outcome]
     ttft_slo_s: float
+    rt_split: TtftSplit | None = None
     memory: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # process -> (s, MiB)
     cpu: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # process -> (s, CPU seconds so far)
 
@@ -105,19 +118,33 @@ class Mesh:
     redis_pid: int
     scheduler: str = ""
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    metrics_ports: dict[str, int] = field(default_factory=dict)
     namespace: str = field(default_factory=lambda: f"bench-overload-{uuid.uuid4().hex[:8]}")
 
     def start(self, name: str, *argv: str) -> str:
-        port = free_port()
+        port, self.metrics_ports[name] = free_port(), free_port()
         self.processes[name] = subprocess.Popen(
             [sys.executable, "-m", "forethought.cli", "serve", *argv, "--port", str(port), "--redis-url", self.redis_url,
-             "--namespace", self.namespace, "--log-level", "WARNING"], stdout=subprocess.DEVNULL)
+             "--namespace", self.namespace, "--log-level", "WARNING", "--metrics-port", str(self.metrics_ports[name])],
+            stdout=subprocess.DEVNULL)
         return f"127.0.0.1:{port}"
 
     def stop(self, name: str) -> None:
         process = self.processes.pop(name)
         process.terminate()
         process.wait(timeout=30)
+
+    def rt_histogram(self, names: list[str], metric: str) -> dict[str, float]:
+        """The RT samples of histogram ``metric`` (``_sum``, ``_count``, ``_bucket`` by ``le``) summed over ``names``."""
+        totals: dict[str, float] = {}
+        for name in names:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_ports[name]}/metrics", timeout=5).read().decode()
+            for family in text_string_to_metric_families(text):
+                for sample in family.samples:
+                    if sample.name.startswith(metric) and sample.labels.get("service_class") == "rt":
+                        key = sample.name.removeprefix(metric) + sample.labels.get("le", "")
+                        totals[key] = totals.get(key, 0.0) + sample.value
+        return totals
 
     def pids(self) -> dict[str, int]:
         return {"redis": self.redis_pid, **{name: process.pid for name, process in self.processes.items()}}
@@ -225,6 +252,8 @@ async def soak(mesh: Mesh, phase: int, configuration: str, rate: float, seconds:
                 result.cpu.setdefault(name, []).append((now, cpu.user + cpu.system))
             await asyncio.sleep(1.0)
 
+    workers = [name for name in mesh.processes if name.startswith("worker-")]
+    worker_before = mesh.rt_histogram(workers, "forethought_worker_ttft_seconds")  # the workers outlive the soaks
     sampler = asyncio.create_task(sample_processes())
     async with grpc.aio.insecure_channel(mesh.scheduler) as channel:
         stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
@@ -239,6 +268,12 @@ async def soak(mesh: Mesh, phase: int, configuration: str, rate: float, seconds:
             calls.append(asyncio.create_task(send(stub, request_of(phase, number, real_time, max_tokens, ttft_slo_s), outcome)))
         result.outcomes = list(await asyncio.gather(*calls))
     sampler.cancel()
+    worker = mesh.rt_histogram(workers, "forethought_worker_ttft_seconds")
+    worker = {key: value - worker_before.get(key, 0.0) for key, value in worker.items()}
+    waits = mesh.rt_histogram(["scheduler"], "forethought_queue_wait_seconds")
+    if worker.get("_count") and waits.get("_count"):
+        result.rt_split = TtftSplit(waits["_sum"] / waits["_count"], worker["_sum"] / worker["_count"],
+                                    worker.get(f"_bucket{float(ttft_slo_s)}", float("nan")) / worker["_count"])
     return result
 
 
@@ -291,6 +326,13 @@ def render(args: argparse.Namespace, capacity: float, results: list[SoakResult])
             memory.add(result.configuration, name, statistics.fmean(m for _, m in samples[:quarter]),
                        statistics.fmean(m for _, m in samples[-quarter:]), growth_mib(samples),
                        cpu_share(result.cpu[name], first=True), cpu_share(result.cpu[name], first=False))
+    split = ResultTable(["configuration", "RT mean wait at the scheduler s", "RT mean TTFT at the worker s",
+                         f"RT first tokens the worker made within {args.ttft_slo_s:g} s"],
+                        title="Where the RT requests' TTFT went (the services' histograms)")
+    for result in results:
+        if result.rt_split is not None:
+            split.add(result.configuration, result.rt_split.scheduler_wait_mean_s, result.rt_split.worker_ttft_mean_s,
+                      result.rt_split.worker_within_objective)
     windows = ResultTable(["configuration", *(f"{start:g} s" for start, _ in attainment_windows(results[0], args.soak_s))],
                           title="RT SLO attainment of the requests sent in each twelfth of the soak")
     for result in results:
@@ -302,7 +344,7 @@ def render(args: argparse.Namespace, capacity: float, results: list[SoakResult])
                 f"configuration; load average {os.getloadavg()[0]:.1f}. Measured capacity: {capacity:.1f} requests/s. "
                 f"RT SLO attainment, shed vs baseline: {shed.rt_attainment():.3f} vs "
                 f"{next(r for r in results if r.configuration == BASELINE).rt_attainment():.3f}.")
-    return preamble, [summary, classes, windows, memory]
+    return preamble, [summary, classes, split, windows, memory]
 
 
 def plot_memory(out: Path, result: SoakResult) -> Path:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
+from forethought.domain import ServiceClass
+
 RPC_REQUESTS = Counter(
     "forethought_rpc_requests_total", "gRPC calls handled", ["service", "method", "code"]
 )
@@ -28,7 +30,8 @@ PLACED_CACHED_TOKENS = Counter(
     ["model"],
 )
 QUEUE_WAIT = Histogram(
-    "forethought_queue_wait_seconds", "arrival at the scheduler to placement on a worker", ["model"],
+    "forethought_queue_wait_seconds", "arrival at the scheduler to placement on a worker, by service class (rt, be)",
+    ["model", "service_class"],
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
 )
 PLACEMENT_DECISION = Histogram(
@@ -37,6 +40,12 @@ PLACEMENT_DECISION = Histogram(
     ["model"],
     buckets=(0.0001, 0.0002, 0.0003, 0.0004, 0.0005, 0.0006, 0.0008, 0.001, 0.00125, 0.0015, 0.00175, 0.002, 0.0025,
              0.003, 0.004, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25),
+)
+WORKER_TTFT = Histogram(
+    "forethought_worker_ttft_seconds",
+    "a request's arrival at the worker to its first token, by service class (rt, be): the engine's share of TTFT",
+    ["model", "service_class"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30, 60),
 )
 SLO_REQUESTS = Counter(
     "forethought_slo_requests_total",
@@ -50,6 +59,10 @@ RESUMED_STREAMS = Counter(
 FAILOVERS = Counter(
     "forethought_failovers_total", "requests whose worker was lost: retried elsewhere or failed", ["model", "outcome"]
 )
+
+
+SERVICE_CLASS_LABELS = {ServiceClass.RT: "rt", ServiceClass.BE: "be"}
+"""The ``service_class`` label of a request's class, as the worker gauges spell it."""
 
 
 def start_metrics_server(host: str, port: int) -> int:

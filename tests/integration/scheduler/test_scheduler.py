@@ -119,18 +119,26 @@ def _cached_on(redis_url: str, namespace: str, worker_id: str) -> bool:
 
 
 def test_metrics_show_where_requests_went_how_e2_chose_and_what_the_index_saved(start_service, redis_server, namespace):
-    for index in range(2):
-        worker(start_service, f"w{index}", "20")
+    worker_ports = {f"w{index}": free_port() for index in range(2)}
+    for worker_id, worker_port in worker_ports.items():
+        worker(start_service, worker_id, "20", "--metrics-port", str(worker_port))
     with metered_front_door(start_service, 2) as (_, stub, port):
         home = list(stub.Generate(token_request("seed", SHARED_PREFIX + [7] * 16, 4), timeout=30))[0].worker_id
         wait_until(lambda: _cached_on(redis_server.url, namespace, home), "the seed's blocks reach the index")
-        follower = list(stub.Generate(token_request("follower", SHARED_PREFIX + [8] * 16, 4), timeout=30))
+        real_time = token_request("follower", SHARED_PREFIX + [8] * 16, 4)
+        real_time.service_class = common_pb2.SERVICE_CLASS_REAL_TIME
+        real_time.slo.ttft_s = 5
+        follower = list(stub.Generate(real_time, timeout=30))
+        # Each class's wait at the scheduler, and its time to first token at the worker that ran it.
+        for service_class in ("be", "rt"):
+            assert metric(port, "forethought_queue_wait_seconds_count", model=MODEL, service_class=service_class) == 1
+            assert metric(worker_ports[home], "forethought_worker_ttft_seconds_count", service_class=service_class) == 1
+        assert 0 < metric(worker_ports[home], "forethought_worker_ttft_seconds_sum", service_class="rt") < 30
     assert follower[0].worker_id == home
     assert metric(port, "forethought_placements_total", model=MODEL, decision="explore") == 1  # nothing cached yet
     assert metric(port, "forethought_placements_total", model=MODEL, worker=home, decision="exploit") == 1
     assert metric(port, "forethought_placed_prompt_tokens_total", model=MODEL) == 2 * (len(SHARED_PREFIX) + 16)
     assert metric(port, "forethought_placed_cached_tokens_total", model=MODEL) == len(SHARED_PREFIX)
-    assert metric(port, "forethought_queue_wait_seconds_count", model=MODEL) == 2
 
 
 def test_a_worker_killed_before_the_first_token_is_replaced_by_another(start_service):

@@ -35,6 +35,7 @@ from forethought.telemetry.metrics import (
     PLACEMENTS,
     QUEUE_DEPTH,
     QUEUE_WAIT,
+    SERVICE_CLASS_LABELS,
     SLO_REQUESTS,
 )
 
@@ -58,7 +59,7 @@ class ModelSeries:
         self.queue_depth = QUEUE_DEPTH.labels("scheduler", model)
         self._prompt_tokens = PLACED_PROMPT_TOKENS.labels(model)
         self._cached_tokens = PLACED_CACHED_TOKENS.labels(model)
-        self._queue_wait = QUEUE_WAIT.labels(model)
+        self._queue_wait = {service_class: QUEUE_WAIT.labels(model, label) for service_class, label in SERVICE_CLASS_LABELS.items()}
         self._decision = PLACEMENT_DECISION.labels(model)
         self._placements: dict[tuple[str, str], Counter] = {}  # (worker, router decision) -> its counter
 
@@ -70,7 +71,7 @@ class ModelSeries:
         placements.inc()
         self._prompt_tokens.inc(placed.prompt_tokens)
         self._cached_tokens.inc(min(placed.prompt_tokens, cached_blocks * placed.block_size))
-        self._queue_wait.observe(max(0.0, now - placed.queued.arrival_s))
+        self._queue_wait[placed.generation.service_class].observe(max(0.0, now - placed.queued.arrival_s))
         self._decision.observe(max(0.0, decision_s))
 
 

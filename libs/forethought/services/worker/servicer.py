@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 
 import grpc
@@ -12,6 +13,7 @@ from forethought.domain import GenerationRequest, require, validate_generation
 from forethought.prewarm import PrewarmAgent, PrewarmKind, PrewarmResult, PrewarmStatus
 from forethought.rpc import convert
 from forethought.rpc.errors import AlreadyExists, FailedPrecondition, NotFound
+from forethought.telemetry.metrics import SERVICE_CLASS_LABELS, WORKER_TTFT
 from forethought.v1 import worker_pb2, worker_pb2_grpc
 
 MIN_STATS_INTERVAL_S = 0.05
@@ -68,8 +70,13 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         self._agent.use_prefix(model, engine_request.prompt_token_ids)
         if engine_request.lora_name:
             self._agent.use(PrewarmKind.LORA, engine_request.lora_name)
+        arrived = time.monotonic()
+        waiting_first_token = True
         try:
             async for chunk in engine.generate(engine_request):
+                if waiting_first_token and chunk.token_ids:
+                    waiting_first_token = False
+                    WORKER_TTFT.labels(model, SERVICE_CLASS_LABELS[engine_request.service_class]).observe(time.monotonic() - arrived)
                 reply = worker_pb2.WorkerServiceGenerateResponse(
                     request_id=chunk.request_id, token_ids=list(chunk.token_ids),
                     finish_reason=convert.finish_to_proto(chunk.finish_reason),
