@@ -44,6 +44,19 @@ def test_overload_benchmark_soaks_both_configurations_and_plots_memory(tmp_path)
     assert (tmp_path / "memory.png").read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "rt_attainment.png").read_bytes()[:4] == b"\x89PNG"
     assert "RT SLO attainment of the requests sent in each twelfth of the soak" in table
+    split = [row.split("|")[1:-1] for row in table.splitlines() if row.startswith("| shed BE first | 0")]
+    assert split, "the shed run's RT TTFT is split between the scheduler and the worker"
+    wait_s, worker_s, within = (float(cell) for cell in split[0][1:4])
+    assert 0 <= wait_s < worker_s and 0 <= within <= 1  # shed first, RT hardly waits at the scheduler
+
+
+def test_rt_arrivals_benchmark_shows_the_arrival_guard_keeping_more_ttft_objectives(tmp_path) -> None:
+    assert run_benchmark("rt-arrivals", ["--quick", "--out", str(tmp_path)]) == 0
+    rows = {cells[1].strip(): cells for row in (tmp_path / "table.md").read_text().splitlines()
+            if row.startswith("| 16 |") for cells in [row.split("|")[1:-1]]}
+    unguarded, guarded = rows["none"], rows["0.333 of the objective"]
+    assert float(guarded[2]) > float(unguarded[2])  # more RT first tokens within the objective
+    assert float(guarded[3]) < float(unguarded[3])  # a shorter mean TTFT
 
 
 def test_overload_prompts_share_no_first_block_within_or_across_phases() -> None:

@@ -27,7 +27,7 @@ from forethought.engine.block_manager import BidirectionalBlockManager
 from forethought.engine.executor import Executor, IterationEstimator
 from forethought.engine.kv_blocks import SealOutcome
 from forethought.engine.metrics import IterationMetrics, LoadWindow, RequestOutcome
-from forethought.engine.policies import POLICIES, make_policy
+from forethought.engine.policies import ARRIVAL_GUARD_SHARE, POLICIES, make_policy
 from forethought.engine.prefix_cache import PrefixCache
 from forethought.engine.request import EngineRequest, EngineRequestStatus
 from forethought.engine.scheduler import Scheduler, SchedulerOutput, running_by_class
@@ -43,8 +43,10 @@ class EngineConfig:
     """Engine knobs. ``host_tier_blocks``: host memory for lazy checkpoints, in blocks.
 
     ``chunked_prefill_tokens``: tokens one iteration may compute (decodes count one each), which chunks
-    long prompts. ``priority_groups``: Preble's P (0 keeps arrival order). ``eos_token_id``: ends a request
-    unless ``ignore_eos``. ``stats_window_s``: the window of the rates in ``stats()``.
+    long prompts. ``priority_groups``: Preble's P (0 keeps arrival order). ``arrival_guard_share``: of the
+    recent RT arrivals' TTFT objective, what a BROS iteration that adds BE may take (``math.inf``:
+    unbounded). ``eos_token_id``: ends a request unless ``ignore_eos``. ``stats_window_s``: the window of
+    the rates in ``stats()``.
     """
 
     num_blocks: int
@@ -57,12 +59,13 @@ class EngineConfig:
     initial_batch_size: int = 8
     chunked_prefill_tokens: int = 2048
     priority_groups: int = 10
+    arrival_guard_share: float = ARRIVAL_GUARD_SHARE
     eos_token_id: int | None = None
     stats_window_s: float = 10.0
 
     def __post_init__(self) -> None:
         positive = ("num_blocks", "block_size", "max_batch_size", "initial_batch_size",
-                    "chunked_prefill_tokens", "stats_window_s")
+                    "chunked_prefill_tokens", "stats_window_s", "arrival_guard_share")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"EngineConfig.{name} must be positive")
@@ -121,7 +124,7 @@ class EngineCore:
             self.block_manager,
             self.prefix_cache,
             make_policy(config.policy, config.initial_batch_size, config.max_batch_size,
-                        config.priority_groups),
+                        config.priority_groups, config.arrival_guard_share),
             estimate,
             config.chunked_prefill_tokens,
             config.max_batch_size,

@@ -9,6 +9,8 @@ from forethought.domain import ServiceClass
 from forethought.engine.batch_size import AdaptiveBatchSize
 from forethought.engine.priority_groups import priority_group, proportional_order
 
+from tests.unit.engine.conftest import step_until_idle
+
 RT, BE = ServiceClass.RT, ServiceClass.BE
 
 
@@ -160,6 +162,28 @@ def test_be_prefill_takes_the_chunk_that_fits_the_rt_residual(make_engine, make_
     assert (out.metrics.rt_requests, out.metrics.be_requests) == (1, 1)
     assert 0 < out.metrics.be_prefill_tokens < 2000
     assert out.duration_s <= 0.2
+
+
+def test_after_rt_arrivals_be_prefills_are_chunked_so_the_next_arrival_waits_a_third_of_its_objective(
+        make_engine, make_request) -> None:
+    """Without RT in sight BE prefills fill the token budget; once RT requests with a 1 s TTFT objective
+    have arrived, an iteration of BE alone stops at a third of it, so an RT arriving mid-way still fits."""
+    def be_iteration(engine, now: float) -> float:
+        for index in range(8):
+            engine.add_request(make_request(f"be-{index}", prompt_len=256, max_tokens=4), now)
+        return engine.step(now).duration_s
+
+    def after_rt(ttft_slo_s: float) -> float:
+        engine = make_engine(policy="bros", profile="smollm2-135m-cpu2", num_blocks=1024)
+        engine.add_request(make_request("rt", prompt_len=16, max_tokens=1, service_class=RT, ttft_slo_s=ttft_slo_s), 0.0)
+        finished = step_until_idle(engine)
+        return be_iteration(engine, finished[-1][0] + finished[-1][1].duration_s)
+
+    unguarded = be_iteration(make_engine(policy="bros", profile="smollm2-135m-cpu2", num_blocks=1024), 0.0)
+    assert unguarded > 1.0  # 2,048 prompt tokens at once: an RT arriving now would miss 1 s before it starts
+    assert 0 < after_rt(1.0) <= 1.0 / 3
+    # An RT request whose objective its wait at the scheduler used up bounds nothing: BE is not starved for it.
+    assert after_rt(0.001) == unguarded
 
 
 def test_urgent_rt_prefill_leaves_running_rt_decodes_within_their_tpot(make_engine, make_request) -> None:
