@@ -109,12 +109,12 @@ class BrosPolicy:
         limit = min(self.batch_size.maximum, self.batch_size.current + len(decodes))
         builder = BatchBuilder(ctx, limit)
         rt_order = decodes + prefills
-        head_time = self._head_time(ctx, rt_order)
-        residual = math.inf
-        if by_deadline and by_deadline[0].deadline_s() != math.inf:  # no finite deadline: no residual
-            residual = _tightest_residual(by_deadline, ctx.now, head_time)
+        residual = shortest_s = math.inf  # no finite deadline: no residual, and no arrival with an objective
+        if by_deadline and by_deadline[0].deadline_s() != math.inf:
+            shortest_s = self._head_time(ctx, rt_order)
+            residual = _tightest_residual(by_deadline, ctx.now, shortest_s)
         backed_off = self._add_urgent_rt(builder, decodes, prefills, residual)
-        self._add_be(builder, self._be_order(ctx), min(residual, self._arrival_guard(ctx, head_time)))
+        self._add_be(builder, self._be_order(ctx), min(residual, self._arrival_guard(ctx, shortest_s)))
         self.batch_size.update(backed_off)
         return builder.selection()
 
