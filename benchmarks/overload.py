@@ -34,7 +34,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -49,8 +48,8 @@ from forethought.cluster.redis_server import free_port, start_redis
 from forethought.rpc.channels import wait_until_serving
 from forethought.rpc.errors import retry_delay_of
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
-from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks.prometheus import HistogramReading, read_histogram
 from benchmarks.report import LineSeries, ResultTable, add_output_argument, line_plot, write_table
 
 MODEL = "SmolLM2-135M-Instruct"
@@ -134,17 +133,9 @@ class Mesh:
         process.terminate()
         process.wait(timeout=30)
 
-    def rt_histogram(self, names: list[str], metric: str) -> dict[str, float]:
-        """The RT samples of histogram ``metric`` (``_sum``, ``_count``, ``_bucket`` by ``le``) summed over ``names``."""
-        totals: dict[str, float] = {}
-        for name in names:
-            text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_ports[name]}/metrics", timeout=5).read().decode()
-            for family in text_string_to_metric_families(text):
-                for sample in family.samples:
-                    if sample.name.startswith(metric) and sample.labels.get("service_class") == "rt":
-                        key = sample.name.removeprefix(metric) + sample.labels.get("le", "")
-                        totals[key] = totals.get(key, 0.0) + sample.value
-        return totals
+    def rt_histogram(self, names: list[str], metric: str) -> HistogramReading:
+        """The RT series of histogram ``metric``, summed over the processes ``names``."""
+        return read_histogram([self.metrics_ports[name] for name in names], metric, service_class="rt")
 
     def pids(self) -> dict[str, int]:
         return {"redis": self.redis_pid, **{name: process.pid for name, process in self.processes.items()}}
@@ -268,12 +259,11 @@ async def soak(mesh: Mesh, phase: int, configuration: str, rate: float, seconds:
             calls.append(asyncio.create_task(send(stub, request_of(phase, number, real_time, max_tokens, ttft_slo_s), outcome)))
         result.outcomes = list(await asyncio.gather(*calls))
     sampler.cancel()
-    worker = mesh.rt_histogram(workers, "forethought_worker_ttft_seconds")
-    worker = {key: value - worker_before.get(key, 0.0) for key, value in worker.items()}
+    worker = mesh.rt_histogram(workers, "forethought_worker_ttft_seconds") - worker_before
     waits = mesh.rt_histogram(["scheduler"], "forethought_queue_wait_seconds")
-    if worker.get("_count") and waits.get("_count"):
-        result.rt_split = TtftSplit(waits["_sum"] / waits["_count"], worker["_sum"] / worker["_count"],
-                                    worker.get(f"_bucket{float(ttft_slo_s)}", float("nan")) / worker["_count"])
+    if worker.count and waits.count:
+        result.rt_split = TtftSplit(waits.total / waits.count, worker.total / worker.count,
+                                    worker.buckets.get(ttft_slo_s, float("nan")) / worker.count)
     return result
 
 

@@ -36,7 +36,6 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -48,15 +47,16 @@ from forethought.domain import BlockStored
 from forethought.domain.block_hashes import chained_block_hashes
 from forethought.prefix.redis_index import RedisPrefixIndex
 from forethought.routing import RoutingRequest, build_router
-from prometheus_client.parser import text_string_to_metric_families
 from redis import Redis as BlockingRedis
 from redis.asyncio import Redis
 
+from benchmarks.prometheus import HistogramReading, read_histogram
 from benchmarks.report import add_output_argument
 
 BLOCK_SIZE = 16
 WORKERS = 8
 MODEL = "SmolLM2-135M-Instruct"
+DECISION_HISTOGRAM = "forethought_placement_decision_seconds"
 BARE_RELAY = "bare-relay"
 """``--service-routers`` name of the floor run: ``benchmarks.bare_relay`` instead of the scheduler."""
 
@@ -530,15 +530,15 @@ def _replicas_part(redis_port: int, redis_pid: int, counts: Sequence[int], args:
                 pids = {**mesh.pids, "redis": redis_pid}
                 for scheduler in mesh.schedulers:
                     asyncio.run(_wait_for_workers(scheduler.address, args.workers))
-                before = [_decision_buckets(port) for port in mesh.metrics_ports]
+                before = read_histogram(mesh.metrics_ports, DECISION_HISTOGRAM)
                 scripts_before = _script_usec(redis)
                 load = run_clients([mesh.schedulers], prompts, args.clients, args.concurrency, 0.0, pids)[0]
                 script_ms = (_script_usec(redis) - scripts_before) / 1000 / load.calls
-                middle = [_decision_buckets(port) for port in mesh.metrics_ports]
+                middle = read_histogram(mesh.metrics_ports, DECISION_HISTOGRAM)
                 paced = run_clients([mesh.schedulers], prompts[: args.moderate_calls], 1, 0, args.rate, pids)[0]
-                after = [_decision_buckets(port) for port in mesh.metrics_ports]
-            runs.append(ReplicaRun(replicas, load, _decisions(_merged_buckets(middle, before)), script_ms,
-                                   paced, _decisions(_merged_buckets(after, middle))))
+                after = read_histogram(mesh.metrics_ports, DECISION_HISTOGRAM)
+            runs.append(ReplicaRun(replicas, load, _decisions(middle - before), script_ms, paced,
+                                   _decisions(after - middle)))
     finally:
         redis.close()
     return render_replica_table(args, runs)
@@ -550,32 +550,11 @@ def _script_usec(redis: BlockingRedis) -> float:
     return float(stats.get("cmdstat_evalsha", {}).get("usec", 0))
 
 
-def _decisions(buckets: Sequence[tuple[float, float]]) -> Decisions:
+def _decisions(reading: HistogramReading) -> Decisions:
+    """The replicas' decisions of one run (their histograms added up, less what they held before it)."""
+    buckets = sorted(reading.buckets.items())
     return Decisions(_bucket_quantile(buckets, 0.5) * 1000, _bucket_quantile(buckets, 0.99) * 1000,
                      _share_within(buckets, 0.002))
-
-
-def _decision_buckets(metrics_port: int) -> dict[float, float]:
-    """A scheduler's decision histogram: upper bound (s) -> decisions at most that long, all models."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as reply:
-        text = reply.read().decode()
-    buckets: dict[float, float] = {}
-    for family in text_string_to_metric_families(text):
-        if family.name == "forethought_placement_decision_seconds":
-            for sample in family.samples:
-                if sample.name.endswith("_bucket"):
-                    bound = float(sample.labels["le"])
-                    buckets[bound] = buckets.get(bound, 0.0) + sample.value
-    return buckets
-
-
-def _merged_buckets(after: list[dict[float, float]], before: list[dict[float, float]]) -> list[tuple[float, float]]:
-    """The replicas' histograms added up, less what they held before the run, in bound order."""
-    merged: dict[float, float] = {}
-    for ended, began in zip(after, before, strict=True):
-        for bound, count in ended.items():
-            merged[bound] = merged.get(bound, 0.0) + count - began.get(bound, 0.0)
-    return sorted(merged.items())
 
 
 def _bucket_quantile(buckets: Sequence[tuple[float, float]], q: float) -> float:

@@ -11,6 +11,7 @@ within the objective, the TTFT mean and p90, and the BE output tokens per simula
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import random
 import statistics
@@ -44,7 +45,7 @@ def replay(be_in_flight: int, guard_share: float, rt_rate: float, ttft_slo_s: fl
     core = EngineCore(EngineConfig(num_blocks=4096, arrival_guard_share=guard_share),
                       CostModelExecutor(get_profile(profile)))
     rng = random.Random(seed)
-    numbers = iter(range(1, 10**9))
+    numbers = itertools.count(1)
     sampling = SamplingParams(ignore_eos=True)
 
     def request(prefix: str, service_class: ServiceClass, objective_s: float) -> GenerationRequest:

@@ -62,7 +62,7 @@ FAILOVERS = Counter(
 
 
 SERVICE_CLASS_LABELS = {ServiceClass.RT: "rt", ServiceClass.BE: "be"}
-"""The ``service_class`` label of a request's class, as the worker gauges spell it."""
+"""The ``service_class`` label of a request's class, on every metric that has one."""
 
 
 def start_metrics_server(host: str, port: int) -> int:

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from prometheus_client.core import REGISTRY, CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from forethought.domain import EngineStats
+from forethought.domain import EngineStats, ServiceClass
 from forethought.prewarm import PrewarmKind, PrewarmMetrics
+from forethought.telemetry.metrics import SERVICE_CLASS_LABELS
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,8 @@ def worker_metrics(readings: list[WorkerReading]) -> list[Metric]:
     for reading in readings:
         worker = reading.worker_id
         for model, stats in reading.engines.items():
-            for service_class, load in (("rt", stats.rt), ("be", stats.be)):
+            for service_class, load in ((SERVICE_CLASS_LABELS[ServiceClass.RT], stats.rt),
+                                        (SERVICE_CLASS_LABELS[ServiceClass.BE], stats.be)):
                 running.add_metric([worker, model, service_class], load.running)
                 waiting.add_metric([worker, model, service_class], load.waiting)
             kv_use.add_metric([worker, model], stats.kv_cache_usage)
