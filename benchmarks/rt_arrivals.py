@@ -83,25 +83,48 @@ def replay(be_in_flight: int, guard_share: float, rt_rate: float, ttft_slo_s: fl
     return ArrivalsResult(be_in_flight, guard_share, tuple(sorted(ttfts)), be_tokens / now)
 
 
+def positive(text: str) -> float:
+    """An argparse type: a number above 0 (``inf`` allowed)."""
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
+    return value
+
+
+def positives(text: str) -> list[float]:
+    """An argparse type: comma-separated numbers above 0."""
+    try:
+        return [positive(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be comma-separated numbers above 0, not {text!r}") from None
+
+
+def counts(text: str) -> list[int]:
+    """An argparse type: comma-separated whole numbers, 0 or more."""
+    parts = text.split(",")
+    if not all(part.strip().isdigit() for part in parts):
+        raise argparse.ArgumentTypeError(f"must be comma-separated whole numbers, 0 or more, not {text!r}")
+    return [int(part) for part in parts]
+
+
 def share_label(share: float) -> str:
     return "none" if math.isinf(share) else f"{share:.3g} of the objective"
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="forethought bench rt-arrivals", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--be-in-flight", default="0,16,32", help="comma-separated BE counts kept in flight")
-    parser.add_argument("--shares", default=f"inf,0.5,{ARRIVAL_GUARD_SHARE},0.25",
+    parser.add_argument("--be-in-flight", type=counts, default=[0, 16, 32], help="comma-separated BE counts kept in flight")
+    parser.add_argument("--shares", type=positives, default=[math.inf, 0.5, ARRIVAL_GUARD_SHARE, 0.25],
                         help="comma-separated guard shares of the TTFT objective (inf: no guard)")
-    parser.add_argument("--rt-rate", type=float, default=1.0, help="RT arrivals per simulated second")
-    parser.add_argument("--ttft-slo-s", type=float, default=1.0)
-    parser.add_argument("--duration-s", type=float, default=600.0, help="simulated seconds per run")
+    parser.add_argument("--rt-rate", type=positive, default=1.0, help="RT arrivals per simulated second")
+    parser.add_argument("--ttft-slo-s", type=positive, default=1.0)
+    parser.add_argument("--duration-s", type=positive, default=600.0, help="simulated seconds per run")
     parser.add_argument("--profile", default="smollm2-135m-cpu2", help="cost profile (the overload bench's worker)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="60 simulated seconds, 16 BE, no guard and the default")
     add_output_argument(parser, "rt_arrivals")
     args = parser.parse_args(argv)
-    be_counts = [int(count) for count in args.be_in_flight.split(",")]
-    shares = [float(share) for share in args.shares.split(",")]
+    be_counts, shares = args.be_in_flight, args.shares
     if args.quick:
         args.duration_s, be_counts, shares = 60.0, [16], [math.inf, ARRIVAL_GUARD_SHARE]
     settings = [(count, share) for count in be_counts for share in shares]

@@ -1,3 +1,5 @@
+import pytest
+
 from benchmarks import run_benchmark
 
 
@@ -57,6 +59,14 @@ def test_rt_arrivals_benchmark_shows_the_arrival_guard_keeping_more_ttft_objecti
     unguarded, guarded = rows["none"], rows["0.333 of the objective"]
     assert float(guarded[2]) > float(unguarded[2])  # more RT first tokens within the objective
     assert float(guarded[3]) < float(unguarded[3])  # a shorter mean TTFT
+
+
+@pytest.mark.parametrize("flag", [["--shares", "0.5,0"], ["--shares", "half"], ["--be-in-flight", "-1"],
+                                  ["--rt-rate", "0"]])
+def test_rt_arrivals_benchmark_refuses_bad_settings_naming_the_flag(flag, tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        run_benchmark("rt-arrivals", [*flag, "--out", str(tmp_path)])
+    assert exit_.value.code == 2 and flag[0] in capsys.readouterr().err
 
 
 def test_overload_prompts_share_no_first_block_within_or_across_phases() -> None:

@@ -98,7 +98,8 @@ def test_priority_can_change_while_waiting(make_engine, make_request, run_until_
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("num_blocks", 0), ("block_size", -1), ("policy", "lifo"), ("initial_batch_size", 999)],
+    [("num_blocks", 0), ("block_size", -1), ("policy", "lifo"), ("initial_batch_size", 999),
+     ("arrival_guard_share", 0.0)],
 )
 def test_config_rejects_bad_values(field: str, value: object) -> None:
     with pytest.raises(ValueError, match=field):
