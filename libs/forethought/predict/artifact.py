@@ -13,6 +13,7 @@ Artifact layout (one folder, written atomically)::
     backbone.safetensors  instead of backbone/: a MiniLM fine-tuned with its word embeddings frozen, as
                        what differs from the packaged one (the encoder's Linear weights in int8, the
                        rest in float32): ~11 MB instead of ~88 MB, loaded as the int8 backbone it served
+    words.safetensors  the word table (``forethought.predict.prompt_words``) in float16, when the head has one
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from forethought.predict.buckets import QUANTILE_PERCENTS, LengthBuckets, Residu
 from forethought.predict.calibration import OnlineCalibration
 from forethought.predict.history import NO_HISTORY, ConversationHistory, head_inputs
 from forethought.predict.length_forecast import LengthForecast
+from forethought.predict.prompt_words import WordTable, model_columns
 from forethought.predict.proxy import (
     Formulation,
     Pooling,
@@ -48,14 +50,16 @@ from forethought.predict.proxy import (
 from forethought.predict.served_models import SERVED_MODEL, model_features, model_input_width
 
 # format 2: the head reads history features too; a format-1 artifact must be retrained. Format 3 may add
-# served models to the head's input; a format-2 artifact is a format-3 one that knows no model
-ARTIFACT_FORMAT = 3
-READABLE_FORMATS = (2, 3)
+# served models to the head's input; a format-2 artifact is a format-3 one that knows no model. Format 4
+# may add a word table, whose term the head's estimate leaves out; a format-3 artifact is one without it
+ARTIFACT_FORMAT = 4
+READABLE_FORMATS = (2, 3, 4)
 # the per-model spread keeps this many residual quantiles (a forecast's histogram is O(rows x residuals))
 SPREAD_POINTS = 512
 INFERENCE_BATCH = 32
 HEAD_FILE = "head.safetensors"
 DELTA_FILE = "backbone.safetensors"
+WORDS_FILE = "words.safetensors"
 # format-2 artifacts trained before the head moved to safetensors keep it as a torch pickle
 LEGACY_HEAD_FILE = "head.pt"
 
@@ -93,6 +97,8 @@ class ForecasterConfig:
     history_features: bool = True
     # the backbone's Linear layers run as dynamic int8 (weights int8, activations quantized per batch)
     backbone_int8: bool = False
+    # hash buckets of the word table added to a regression head's estimate (0: no word table)
+    word_buckets: int = 0
 
     def to_json(self) -> dict[str, Any]:
         data = dict(self.__dict__, formulation=self.formulation.value, backbone=self.backbone.value,
@@ -119,6 +125,7 @@ class ForecasterConfig:
             model_bucket_edges={model: tuple(edges) for model, edges in data.get("model_bucket_edges", {}).items()},
             history_features=bool(data.get("history_features", True)),
             backbone_int8=bool(data.get("backbone_int8", False)),
+            word_buckets=int(data.get("word_buckets", 0)),
         )
 
 
@@ -137,18 +144,22 @@ def artifact_problem(directory: Path) -> str | None:
 
 
 class Forecaster:
-    """Immutable once built: a model, its tokenizer, buckets and residual spread (overall, and per known
-    model in ``model_spreads``)."""
+    """Immutable once built: a model, its tokenizer, buckets, residual spread (overall, and per known
+    model in ``model_spreads``) and, for a head trained with one, the word table whose term joins its estimate."""
 
     def __init__(
         self, model: ProxyLengthModel, tokenizer: Any, config: ForecasterConfig, spread: ResidualSpread,
-        model_spreads: dict[str, ResidualSpread] | None = None,
+        model_spreads: dict[str, ResidualSpread] | None = None, words: WordTable | None = None,
     ) -> None:
+        if (words is None) != (config.word_buckets == 0):
+            state = "missing" if words is None else "given"
+            raise ValueError(f"config.word_buckets is {config.word_buckets} but the word table is {state}")
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.config = config
         self.spread = spread
         self.model_spreads = model_spreads or {}
+        self.words = words.eval() if words is not None else None
         self.buckets = LengthBuckets(config.bucket_edges)
 
     def knows(self, model: str) -> bool:
@@ -181,7 +192,15 @@ class Forecaster:
         """Forecasts in ``models``' tokens (default: each prompt for ``SERVED_MODEL``); an unknown model's
         forecasts are moved by ``calibration``'s learning of it."""
         models = models if models is not None else [SERVED_MODEL] * len(prompts)
-        return self.forecast_inputs(self.inputs(self.embed(prompts), prompts, histories, models), models, calibration)
+        inputs = self.inputs(self.embed(prompts), prompts, histories, models)
+        return self.forecast_inputs(inputs, models, calibration, self.word_terms(prompts, models))
+
+    @torch.inference_mode()
+    def word_terms(self, prompts: list[str], models: list[str]) -> np.ndarray:
+        """The word table's log-space term of each prompt for its model (zeros without a word table)."""
+        if self.words is None:
+            return np.zeros(len(prompts), np.float32)
+        return self.words(self.words.bags(prompts), model_columns(self.config.models, models)).numpy()
 
     def inputs(
         self, states: np.ndarray, prompts: list[str], histories: list[ConversationHistory], models: list[str]
@@ -193,17 +212,20 @@ class Forecaster:
             return rows
         return np.concatenate([rows, model_features(self.config.models, models, prompts)], axis=1)
 
-    def log_estimates_for(self, inputs: np.ndarray) -> np.ndarray:
-        """The head's point estimates of log1p(length) for input rows."""
-        return self.log_estimates(self.head_outputs(inputs))
+    def log_estimates_for(self, inputs: np.ndarray, word_terms: np.ndarray | None = None) -> np.ndarray:
+        """Point estimates of log1p(length) for input rows, with their prompts' ``word_terms`` when the
+        forecaster has a word table."""
+        return self.log_estimates(self.head_outputs(inputs)) + (0.0 if word_terms is None else word_terms)
 
     def forecast_inputs(
-        self, inputs: np.ndarray, models: list[str] | None = None, calibration: OnlineCalibration | None = None
+        self, inputs: np.ndarray, models: list[str] | None = None, calibration: OnlineCalibration | None = None,
+        word_terms: np.ndarray | None = None,
     ) -> list[LengthForecast]:
-        """Forecasts for head input rows, each model's with its spread and class edges."""
+        """Forecasts for head input rows (and their prompts' ``word_terms``), each model's with its spread
+        and class edges."""
         models = models if models is not None else [SERVED_MODEL] * len(inputs)
         outputs = self.head_outputs(inputs)
-        estimates = self.log_estimates(outputs)
+        estimates = self.log_estimates(outputs) + (0.0 if word_terms is None else word_terms)
         forecasts: list[LengthForecast | None] = [None] * len(estimates)
         for model in dict.fromkeys(models):
             rows = np.asarray([row for row, name in enumerate(models) if name == model])
@@ -227,15 +249,18 @@ class Forecaster:
                 )
         return [forecast for forecast in forecasts if forecast is not None]
 
-    def with_head(self, head_state: dict[str, torch.Tensor], spread: ResidualSpread, **config_changes: Any) -> Forecaster:
-        """A new forecaster sharing this backbone, with other head weights (used by refit); ``config_changes``
-        may name another formulation, whose head shape ``head_state`` then has."""
-        config = replace(self.config, **config_changes)
+    def with_head(
+        self, head_state: dict[str, torch.Tensor], spread: ResidualSpread, words: WordTable | None = None, **config_changes: Any
+    ) -> Forecaster:
+        """A new forecaster sharing this backbone, with other head weights (used by refit) and ``words`` (default:
+        this one's word table); ``config_changes`` may name another formulation, whose head shape ``head_state`` then has."""
+        words = words if words is not None else self.words
+        config = replace(self.config, **config_changes, word_buckets=words.buckets if words is not None else 0)
         model = ProxyLengthModel(
             self.model.backbone, config.formulation, config.head_hidden, config.pooling, model_input_width(config.models)
         )
         model.head.load_state_dict(head_state)
-        return Forecaster(model, self.tokenizer, config, spread, self.model_spreads)
+        return Forecaster(model, self.tokenizer, config, spread, self.model_spreads, words)
 
     def with_speed(self, max_tokens: int, int8: bool) -> Forecaster:
         """The same head reading the last ``max_tokens`` tokens, on an int8 copy of the backbone if ``int8``
@@ -244,7 +269,7 @@ class Forecaster:
         config = replace(self.config, max_tokens=max_tokens, backbone_int8=int8 or self.config.backbone_int8)
         model = ProxyLengthModel(backbone, config.formulation, config.head_hidden, config.pooling, model_input_width(config.models))
         model.head.load_state_dict(self.model.head.state_dict())
-        return Forecaster(model, self.tokenizer, config, self.spread, self.model_spreads)
+        return Forecaster(model, self.tokenizer, config, self.spread, self.model_spreads, self.words)
 
     def save(self, directory: Path) -> Path:
         """Write the artifact to ``directory`` atomically (staged beside it, then renamed)."""
@@ -260,6 +285,8 @@ class Forecaster:
             save_file(int8_delta(self.model.backbone), staging / DELTA_FILE)
         head_state = {name: tensor.contiguous() for name, tensor in self.model.head.state_dict().items()}
         save_file(head_state, staging / HEAD_FILE)
+        if self.words is not None:
+            save_file({"weights": self.words.weights.weight.detach().half().contiguous()}, staging / WORDS_FILE)
         (staging / "config.json").write_text(json.dumps(self.config.to_json(), indent=2))
         by_model = {model: list(spread.residuals) for model, spread in self.model_spreads.items()}
         (staging / "calibration.json").write_text(json.dumps({"residuals": list(self.spread.residuals), "by_model": by_model}))
@@ -288,7 +315,11 @@ class Forecaster:
         calibration = json.loads((directory / "calibration.json").read_text())
         model_spreads = {name: ResidualSpread(tuple(values)) for name, values in calibration.get("by_model", {}).items()}
         tokenizer = AutoTokenizer.from_pretrained(str(backbone_dir))
-        return cls(model, tokenizer, config, ResidualSpread(tuple(calibration["residuals"])), model_spreads)
+        words = None
+        if config.word_buckets:
+            words = WordTable(config.word_buckets, len(config.models))
+            words.weights.load_state_dict({"weight": load_file(directory / WORDS_FILE)["weights"].float()})
+        return cls(model, tokenizer, config, ResidualSpread(tuple(calibration["residuals"])), model_spreads, words)
 
 
 def head_weights(directory: Path) -> dict[str, torch.Tensor]:

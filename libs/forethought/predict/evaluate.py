@@ -209,7 +209,7 @@ def pair_forecasts(
     texts = [pair.prompt for pair in pairs]
     models = [pair.model if as_model is None else as_model for pair in pairs]
     inputs = forecaster.inputs(states[[row_of[text] for text in texts]], texts, [NO_HISTORY] * len(pairs), models)
-    forecasts = forecaster.forecast_inputs(inputs, models)
+    forecasts = forecaster.forecast_inputs(inputs, models, word_terms=forecaster.word_terms(texts, models))
     return (np.asarray([forecast.mean for forecast in forecasts]),
             np.asarray([forecast.quantiles[90] for forecast in forecasts]))
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from forethought.cache import PREDICTOR_DIR
 from forethought.domain import InvalidField
@@ -158,7 +159,7 @@ class Predictor:
         estimate = None
         if forecaster.config.models and not forecaster.knows(model):
             inputs = forecaster.inputs(forecaster.embed([prompt]), [prompt], [history], [model])
-            estimate = float(forecaster.log_estimates_for(inputs)[0])
+            estimate = float(forecaster.log_estimates_for(inputs, forecaster.word_terms([prompt], [model]))[0])
         observation = Observation(prompt, actual_tokens, history, model, estimate)
         self.store.append(observation)
         self._learn(observation)
@@ -191,21 +192,22 @@ class Predictor:
             raise ValueError(f"refit needs at least {MIN_REFIT_OBSERVATIONS} observations, has {len(observations)}")
         base = self.handle.current
         prompts = [observation.prompt for observation in observations]
-        inputs = base.inputs(
-            base.embed(prompts), prompts, [observation.history for observation in observations],
-            [observation.model or SERVED_MODEL for observation in observations],
-        )
+        models = [observation.model or SERVED_MODEL for observation in observations]
+        inputs = base.inputs(base.embed(prompts), prompts, [observation.history for observation in observations], models)
+        word_terms = base.word_terms(prompts, models)
         lengths = np.asarray([observation.output_tokens for observation in observations], dtype=float)
         fit_rows, calibration_rows = refit_rows(len(observations))
         head = copy.deepcopy(base.model.head)
         targets = training_targets(base.config.formulation, lengths, base.buckets)
+        if base.words is not None:  # the word table stays as it is: the head learns what its term leaves
+            targets = targets - torch.as_tensor(word_terms)
         head_state = fit_head(
             head, base.config.formulation, inputs[fit_rows], targets[fit_rows], epochs=epochs, learning_rate=learning_rate
         )
         candidate = base.with_head(head_state, base.spread, version=base.config.version + 1)
         spread = base.spread
         if len(calibration_rows):
-            estimates = candidate.log_estimates(candidate.head_outputs(inputs[calibration_rows]))
+            estimates = candidate.log_estimates_for(inputs[calibration_rows], word_terms[calibration_rows])
             spread = ResidualSpread.from_pairs(lengths[calibration_rows], estimates)
         refitted = base.with_head(
             head_state, spread, version=base.config.version + 1,

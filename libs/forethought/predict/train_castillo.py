@@ -8,8 +8,9 @@ the cache folder's ``embeddings/``), so training is minutes of head fitting on 2
 answers are its target distribution: the L1 loss against every answer makes the head's output the
 conditional median of log1p(length) for that prompt and model. During fitting a share of rows see the
 any-model slot instead of their model's one-hot, which makes that slot the model-agnostic forecast an
-unseen model starts from. A tenth of the training prompts are held out to stop early and to calibrate
-each model's spread.
+unseen model starts from. A word table over the whole prompt (``forethought.predict.prompt_words``: what
+the backbone's last 32 tokens miss) is fitted with the head, its term added to the head's estimate. A
+tenth of the training prompts are held out to stop early and to calibrate each model's spread.
 
 CASTILLO's train split is incomplete: for some models it holds only the code sets (Gemma 3 4B: Mbpp,
 DS1000, BigCodeBench) while validate holds all seven. So by default half of the validate prompts (by a
@@ -32,6 +33,7 @@ from forethought.predict.artifact import (
     BackboneSource,
     Forecaster,
     ForecasterConfig,
+    artifact_problem,
     int8_backbone,
     thinned_spread,
 )
@@ -39,9 +41,10 @@ from forethought.predict.buckets import LengthBuckets
 from forethought.predict.castillo import LengthPair, castillo_splits, load_pairs
 from forethought.predict.embedding_cache import EmbeddingCache
 from forethought.predict.evaluate import OVERALL, castillo_json, castillo_rows, pair_forecasts
-from forethought.predict.fitting import torch_threads
+from forethought.predict.fitting import snapshot, torch_threads
 from forethought.predict.history import NO_HISTORY
 from forethought.predict.metrics import SSJF_EDGE_PERCENTS, format_pair_table
+from forethought.predict.prompt_words import WordBags, WordTable, model_columns, word_buckets
 from forethought.predict.proxy import Formulation, Pooling, ProxyLengthModel, packaged_backbone_dir
 from forethought.predict.served_models import ANY_MODEL, model_input_width
 from forethought.predict.train import EMBEDDINGS_DIR, bucket_log_medians
@@ -60,9 +63,13 @@ class CastilloConfig:
     holdout_share: float = 0.1  # training prompts held out for early stopping and calibration
     validate_train_share: float = 0.5  # validate prompts that join training; the rest are scored
     backbone_int8: bool = False  # embed (and later serve) with the backbone's Linear layers in dynamic int8
-    # a MiniLM fine-tuned by ``forethought.predict.finetune_castillo`` (phase 1) to fit the head on; empty:
-    # the packaged one, frozen. Saved as a delta over the packaged one when int8, else whole
+    # a MiniLM fine-tuned by ``forethought.predict.finetune_castillo`` (phase 1) to fit the head on, or a
+    # predictor artifact whose int8 backbone to reuse; empty: the packaged one, frozen. Saved as a delta over
+    # the packaged one when int8, else whole
     backbone_dir: str = ""
+    # hash buckets of the word table over the whole prompt (``forethought.predict.prompt_words``; 0: none)
+    word_buckets: int = 1 << 17
+    word_learning_rate: float = 0.01
     # torch threads of the head fitting; on a machine others load, 1 is far faster than 2 (no spinning)
     threads: int = 2
     seed: int = 0
@@ -97,41 +104,79 @@ def answer_l1(outputs: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) 
     return ((outputs[:, :1] - targets).abs() * mask).sum() / mask.sum()
 
 
+@dataclass(frozen=True)
+class PairRows:
+    """Pairs as the head is fitted on them: its input rows, the answers' log targets and their mask, each
+    prompt's word buckets (none without a word table) and its model's word-table column."""
+
+    inputs: torch.Tensor
+    targets: torch.Tensor
+    mask: torch.Tensor
+    words: list[np.ndarray]
+    columns: torch.Tensor
+
+
+def pair_estimates(
+    head: torch.nn.Module, words: WordTable | None, models: int, rows: PairRows, chosen: torch.Tensor, any_model: torch.Tensor,
+) -> torch.Tensor:
+    """log1p estimates of the ``chosen`` rows, those marked in ``any_model`` asked through the any-model slot."""
+    estimates = head(as_any_model(rows.inputs[chosen], any_model, models))[:, 0]
+    if words is None:
+        return estimates
+    bags = WordBags.of([rows.words[row] for row in chosen.tolist()])
+    return estimates + words(bags, torch.where(any_model, -1, rows.columns[chosen]))
+
+
 def fit_pair_head(
-    head: torch.nn.Module, models: int, config: CastilloConfig,
-    train: tuple[np.ndarray, torch.Tensor, torch.Tensor], validation: tuple[np.ndarray, torch.Tensor, torch.Tensor],
+    head: torch.nn.Module, words: WordTable | None, models: int, config: CastilloConfig, train: PairRows, validation: PairRows,
     progress: bool = False,
-) -> tuple[dict[str, torch.Tensor], int]:
-    """Fit ``head`` to the answers; returns the weights of the epoch with the least held-out loss (the
-    mean of the model-aware and the any-model loss) and that epoch."""
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], int]:
+    """Fit ``head`` and ``words`` together to the answers; returns the weights of both at the epoch with
+    the least held-out loss (the mean of the model-aware and the any-model loss), and that epoch."""
     from tqdm import tqdm
 
     generator = torch.Generator().manual_seed(config.seed)
     torch.manual_seed(config.seed)
-    inputs, targets, mask = torch.as_tensor(train[0]), train[1], train[2]
-    held_inputs, held_targets, held_mask = torch.as_tensor(validation[0]), validation[1], validation[2]
-    held_any = as_any_model(held_inputs, torch.arange(len(held_inputs)), models)
-    optimizer = torch.optim.AdamW(head.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
-    best: tuple[float, int, dict[str, torch.Tensor]] = (float("inf"), 0, {})
+    optimizers: list[torch.optim.Optimizer] = [
+        torch.optim.AdamW(head.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)]
+    if words is not None:  # each step touches a few hundred of the table's rows: a sparse update
+        optimizers.append(torch.optim.SparseAdam(list(words.parameters()), lr=config.word_learning_rate))
+    held_rows = torch.arange(len(validation.inputs))
+    everyone, no_one = torch.ones(len(held_rows), dtype=torch.bool), torch.zeros(len(held_rows), dtype=torch.bool)
+
+    def weights() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        return snapshot(head), snapshot(words) if words is not None else {}
+
+    best: tuple[float, int, tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]] = (float("inf"), 0, ({}, {}))
     bar = tqdm(range(config.epochs), desc="fitting the head", disable=not progress)
     for epoch in bar:
-        head.train()
-        for batch in torch.randperm(len(inputs), generator=generator).split(config.batch_size):
-            rows = inputs[batch]
-            rows = as_any_model(rows, torch.rand(len(rows), generator=generator) < config.any_model_share, models)
-            loss = answer_l1(head(rows), targets[batch], mask[batch])
-            optimizer.zero_grad()
+        for module in (head, words):
+            if module is not None:
+                module.train()
+        for batch in torch.randperm(len(train.inputs), generator=generator).split(config.batch_size):
+            any_model = torch.rand(len(batch), generator=generator) < config.any_model_share
+            estimates = pair_estimates(head, words, models, train, batch, any_model)
+            loss = answer_l1(estimates[:, None], train.targets[batch], train.mask[batch])
+            for optimizer in optimizers:
+                optimizer.zero_grad()
             loss.backward()
-            optimizer.step()
-        head.eval()
+            for optimizer in optimizers:
+                optimizer.step()
+        for module in (head, words):
+            if module is not None:
+                module.eval()
         with torch.no_grad():
-            held = 0.5 * float(answer_l1(head(held_inputs), held_targets, held_mask) + answer_l1(head(held_any), held_targets, held_mask))
+            held = 0.5 * sum(
+                float(answer_l1(pair_estimates(head, words, models, validation, held_rows, any_model)[:, None],
+                                validation.targets, validation.mask))
+                for any_model in (no_one, everyone)
+            )
         bar.set_postfix(held_out_l1=f"{held:.4f}")
         if held < best[0]:
-            best = (held, epoch, {name: tensor.detach().clone() for name, tensor in head.state_dict().items()})
+            best = (held, epoch, weights())
         elif epoch - best[1] >= config.patience:
             break
-    return best[2], best[1]
+    return best[2][0], best[2][1], best[1]
 
 
 def train_castillo(
@@ -154,10 +199,15 @@ def train_castillo(
         for model in models
     }
     backbone_dir = packaged_backbone_dir()
-    backbone = AutoModel.from_pretrained(config.backbone_dir or str(backbone_dir))
     source = (BackboneSource.DELTA if config.backbone_int8 else BackboneSource.ARTIFACT) if config.backbone_dir else BackboneSource.PACKAGED
-    proxy = ProxyLengthModel(int8_backbone(backbone) if config.backbone_int8 else backbone, Formulation.REG_L1,
-                             config.head_hidden, Pooling.MEAN, model_input_width(models))
+    if config.backbone_dir and artifact_problem(Path(config.backbone_dir)) is None:
+        if not config.backbone_int8:
+            raise ValueError(f"{config.backbone_dir} is a predictor artifact: its backbone is reused as int8 only")
+        backbone = Forecaster.load(Path(config.backbone_dir)).model.backbone
+    else:
+        backbone = AutoModel.from_pretrained(config.backbone_dir or str(backbone_dir))
+        backbone = int8_backbone(backbone) if config.backbone_int8 else backbone
+    proxy = ProxyLengthModel(backbone, Formulation.REG_L1, config.head_hidden, Pooling.MEAN, model_input_width(models))
     forecaster_config = ForecasterConfig(
         version=1, formulation=Formulation.REG_L1, max_tokens=config.max_tokens, head_hidden=config.head_hidden,
         bucket_edges=buckets.edges, bucket_log_medians=bucket_log_medians(lengths, buckets),
@@ -173,18 +223,25 @@ def train_castillo(
     states = cache.embed(prompts, base.embed, progress, "embedding prompts")
     row_of = {prompt: row for row, prompt in enumerate(prompts)}
 
-    def inputs_for(chosen: list[LengthPair]) -> np.ndarray:
-        texts = [pair.prompt for pair in chosen]
-        return base.inputs(states[[row_of[text] for text in texts]], texts, [NO_HISTORY] * len(chosen), [pair.model for pair in chosen])
+    prompt_words = {prompt: word_buckets(prompt, config.word_buckets) for prompt in prompts} if config.word_buckets else {}
 
-    fit_inputs, calibration_inputs = inputs_for(fit_pairs), inputs_for(calibration_pairs)
+    def rows_for(chosen: list[LengthPair]) -> PairRows:
+        texts = [pair.prompt for pair in chosen]
+        inputs = base.inputs(states[[row_of[text] for text in texts]], texts, [NO_HISTORY] * len(chosen), [pair.model for pair in chosen])
+        return PairRows(torch.as_tensor(inputs), *answer_targets(chosen),
+                        [prompt_words[text] for text in texts] if prompt_words else [],
+                        model_columns(models, [pair.model for pair in chosen]))
+
+    fit_rows, calibration_rows = rows_for(fit_pairs), rows_for(calibration_pairs)
+    words = WordTable(config.word_buckets, len(models)) if config.word_buckets else None
+    # the head starts at the typical length, so the word table learns words' effects, not the intercept
+    proxy.start_at(fit_rows.targets[fit_rows.mask > 0])
     with torch_threads(min(config.threads, os.cpu_count() or 1)):
-        head_state, best_epoch = fit_pair_head(
-            proxy.head, len(models), config, (fit_inputs, *answer_targets(fit_pairs)),
-            (calibration_inputs, *answer_targets(calibration_pairs)), progress,
-        )
-    trained = base.with_head(head_state, base.spread, training=dict(forecaster_config.training, best_epoch=best_epoch))
-    forecaster = calibrate(trained, calibration_pairs, calibration_inputs, len(models))
+        head_state, words_state, best_epoch = fit_pair_head(proxy.head, words, len(models), config, fit_rows, calibration_rows, progress)
+    if words is not None:
+        words.load_state_dict(words_state)
+    trained = base.with_head(head_state, base.spread, words, training=dict(forecaster_config.training, best_epoch=best_epoch))
+    forecaster = calibrate(trained, calibration_pairs, calibration_rows.inputs.numpy(), len(models))
     points, p90s = pair_forecasts(forecaster, validate_pairs, embedding_cache)
     rows = castillo_rows(validate_pairs, points, p90s)
     any_points, any_p90s = pair_forecasts(forecaster, validate_pairs, embedding_cache, as_model=ANY_MODEL)
@@ -199,9 +256,13 @@ def train_castillo(
 
 
 def finetune_record(backbone_dir: str) -> dict[str, Any]:
-    """The phase-1 run's settings and held-out losses by epoch (``finetune.json``), its folder by name."""
+    """The phase-1 run's settings and held-out losses by epoch (``finetune.json``), its folder by name; for a
+    predictor artifact's backbone, the record it carries."""
     if not backbone_dir:
         return {}
+    if artifact_problem(Path(backbone_dir)) is None:
+        training = json.loads((Path(backbone_dir) / "config.json").read_text())["training"]
+        return {name: training[name] for name in ("backbone_dir", "finetune") if name in training}
     record = json.loads((Path(backbone_dir) / "finetune.json").read_text())
     epochs = [{"epoch": epoch["epoch"], "held_out_l1": epoch["held_out_l1"]} for epoch in record["epochs"]]
     return {"backbone_dir": Path(backbone_dir).name, "finetune": {"config": record["config"], "epochs": epochs,
@@ -212,10 +273,14 @@ def calibrate(forecaster: Forecaster, pairs: list[LengthPair], inputs: np.ndarra
     """Per-model spreads from the held-out pairs' answers, and the overall spread from the any-model slot's."""
     answers = [np.asarray(pair.output_sizes, float) for pair in pairs]
     counts = np.asarray([len(row) for row in answers])
-    estimates = np.repeat(forecaster.log_estimates_for(inputs), counts)
+    prompts = [pair.prompt for pair in pairs]
+    own_terms = forecaster.word_terms(prompts, [pair.model for pair in pairs])
+    estimates = np.repeat(forecaster.log_estimates_for(inputs, own_terms), counts)
     any_inputs = as_any_model(torch.as_tensor(inputs), torch.arange(len(inputs)), models).numpy()
-    any_estimates = np.repeat(forecaster.log_estimates_for(any_inputs), counts)
+    any_terms = forecaster.word_terms(prompts, [ANY_MODEL] * len(pairs))
+    any_estimates = np.repeat(forecaster.log_estimates_for(any_inputs, any_terms), counts)
     truth = np.concatenate(answers)
     owners = np.repeat(np.asarray([pair.model for pair in pairs]), counts)
     spreads = {model: thinned_spread(truth[owners == model], estimates[owners == model]) for model in forecaster.config.models}
-    return Forecaster(forecaster.model, forecaster.tokenizer, forecaster.config, thinned_spread(truth, any_estimates), spreads)
+    return Forecaster(forecaster.model, forecaster.tokenizer, forecaster.config, thinned_spread(truth, any_estimates), spreads,
+                      forecaster.words)

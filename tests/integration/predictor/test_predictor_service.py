@@ -93,7 +93,8 @@ def test_the_wheel_carries_the_shipped_predictor(tmp_path, repo):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(repo)], check=True)
     with zipfile.ZipFile(next(tmp_path.glob("forethought-*.whl"))) as wheel:
         shipped = sorted(name for name in wheel.namelist() if name.startswith("forethought/predict/shipped_head/"))
-    assert [name.rsplit("/", 1)[1] for name in shipped] == ["backbone.safetensors", "calibration.json", "config.json", "head.safetensors"]
+    assert [name.rsplit("/", 1)[1] for name in shipped] == [
+        "backbone.safetensors", "calibration.json", "config.json", "head.safetensors", "words.safetensors"]
 
 
 def test_forecasts_are_for_the_requests_model_and_an_unseen_model_learns_from_observe(start_service, tmp_path):

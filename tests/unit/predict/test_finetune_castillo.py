@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from forethought.predict import Predictor
-from forethought.predict.artifact import DELTA_FILE, BackboneSource, Forecaster
+from forethought.predict.artifact import DELTA_FILE, WORDS_FILE, BackboneSource, Forecaster
 from forethought.predict.finetune_castillo import FinetuneConfig, finetune, pairwise_rank_loss
 from forethought.predict.proxy import packaged_backbone_dir
 from forethought.predict.train_castillo import CastilloConfig, train_castillo
@@ -70,7 +70,7 @@ def test_fine_tuning_changes_the_encoder_only_and_ships_as_an_int8_delta(castill
     trained, _ = train_castillo(castillo_file, tmp_path / "artifact", head_config, embedding_cache=None, progress=False)
     assert trained.config.backbone is BackboneSource.DELTA
     files = sorted(path.name for path in (tmp_path / "artifact").iterdir())
-    assert files == [DELTA_FILE, "calibration.json", "config.json", "head.safetensors"]
+    assert files == [DELTA_FILE, "calibration.json", "config.json", "head.safetensors", WORDS_FILE]
     assert word not in load_file(tmp_path / "artifact" / DELTA_FILE)
     prompts = ["Write a essay about owls number 900.", "Write a list about owls number 901."]
     loaded = Forecaster.load(tmp_path / "artifact")
@@ -78,3 +78,10 @@ def test_fine_tuning_changes_the_encoder_only_and_ships_as_an_int8_delta(castill
     assert torch.equal(torch.as_tensor(states), torch.as_tensor(loaded.embed(prompts)))  # the int8 weights exactly as served
     essay, listing = Predictor.load(tmp_path / "artifact").predict(prompts, models=["long", "long"])
     assert essay.mean > listing.mean
+    # a later head fitting reuses the artifact's int8 backbone as it is, and its phase-1 record
+    reused = replace(head_config, backbone_dir=str(tmp_path / "artifact"))
+    again, _ = train_castillo(castillo_file, tmp_path / "again", reused, embedding_cache=None, progress=False)
+    assert torch.equal(torch.as_tensor(again.embed(prompts)), torch.as_tensor(states))
+    assert again.config.training["finetune"] == trained.config.training["finetune"]
+    with pytest.raises(ValueError, match="reused as int8 only"):
+        train_castillo(castillo_file, tmp_path / "float", replace(reused, backbone_int8=False), embedding_cache=None, progress=False)

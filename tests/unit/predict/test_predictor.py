@@ -28,7 +28,7 @@ def test_artifact_records_version_config_and_metrics(quick_artifact: Path) -> No
     assert config["version"] == 1
     assert config["formulation"] == "reg-l1"
     assert config["training"]["max_tokens"] == 96
-    assert config["format"] == 3
+    assert config["format"] == 4
     assert set(config["metrics"]["test"]) == {
         "proxy model (reg-l1)", "training mean", "linear on prompt length", "linear on previous answer length"}
 
@@ -147,7 +147,7 @@ def test_an_artifact_of_an_older_format_is_refused_with_the_fix(quick_artifact: 
     config = json.loads((quick_artifact / "config.json").read_text())
     (older / "config.json").write_text(json.dumps(dict(config, format=1)))
     assert artifact_problem(quick_artifact) is None
-    assert artifact_problem(older) == f"the predictor in {older} has artifact format 1, this version reads (2, 3)"
+    assert artifact_problem(older) == f"the predictor in {older} has artifact format 1, this version reads (2, 3, 4)"
     assert artifact_problem(tmp_path / "none") == f"no trained predictor in {tmp_path / 'none'}"
     with pytest.raises(ValueError, match="train-predictor"):
         Predictor.load(older)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from forethought.predict import NO_HISTORY, ConversationHistory, Predictor
-from forethought.predict.artifact import DELTA_FILE, HEAD_FILE, LEGACY_HEAD_FILE, BackboneSource
+from forethought.predict.artifact import DELTA_FILE, HEAD_FILE, LEGACY_HEAD_FILE, WORDS_FILE, BackboneSource
 from forethought.predict.shipped import SHIPPED_DIR, resolve_predictor
 from safetensors.torch import load_file
 
@@ -51,10 +51,13 @@ def test_the_shipped_predictor_loads_with_an_empty_cache_and_ranks_a_long_reques
     assert not cache.exists()  # loading wrote nothing
 
 
-def test_the_shipped_artifact_is_a_small_head_on_an_int8_delta_of_the_packaged_backbone() -> None:
+def test_the_shipped_artifact_is_a_small_head_and_word_table_on_an_int8_delta_of_the_packaged_backbone() -> None:
     config = json.loads((SHIPPED_DIR / "config.json").read_text())
     assert config["backbone"] == BackboneSource.DELTA.value and config["version"] == 1
-    assert sorted(path.name for path in SHIPPED_DIR.iterdir()) == [DELTA_FILE, "calibration.json", "config.json", HEAD_FILE]
+    assert sorted(path.name for path in SHIPPED_DIR.iterdir()) == [DELTA_FILE, "calibration.json", "config.json", HEAD_FILE, WORDS_FILE]
+    # the word table in float16: a shared column and one per known model
+    words = load_file(SHIPPED_DIR / WORDS_FILE)["weights"]
+    assert words.dtype == torch.float16 and words.shape == (config["word_buckets"], len(config["models"]) + 1)
     assert (SHIPPED_DIR / HEAD_FILE).stat().st_size < 300_000
     # the fine-tuned encoder in int8, without the word embeddings it shares with the packaged MiniLM (47 MB)
     assert (SHIPPED_DIR / DELTA_FILE).stat().st_size < 12_500_000
@@ -111,5 +114,8 @@ def test_a_refit_of_the_shipped_predictor_is_written_to_the_cache(tmp_path: Path
         predictor.observe(f"{SHORT} ({index})", 12)
     written = predictor.refit(epochs=2)
     assert written == tmp_path / "shipped_head-v2"
-    assert sorted(path.name for path in written.iterdir()) == [DELTA_FILE, "calibration.json", "config.json", HEAD_FILE]
-    assert Predictor.load(written).version == 2
+    assert sorted(path.name for path in written.iterdir()) == [DELTA_FILE, "calibration.json", "config.json", HEAD_FILE, WORDS_FILE]
+    refitted = Predictor.load(written)
+    assert refitted.version == 2
+    # the refit fits the head to what the word table leaves; the table itself is kept
+    assert torch.equal(refitted.handle.current.words.weights.weight, predictor.handle.current.words.weights.weight)

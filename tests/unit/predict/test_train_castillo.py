@@ -36,7 +36,7 @@ def model_aware(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_served_model_selects_what_the_head_learned_of_it(model_aware: Path) -> None:
     config = json.loads((model_aware / "config.json").read_text())
-    assert config["models"] == ["long", "short"] and config["format"] == 3
+    assert config["models"] == ["long", "short"] and config["format"] == 4
     assert set(config["metrics"]["castillo_validate"]) == {"long", "short", "mean over models"}
     predictor = Predictor.load(model_aware)
     prompt = "Write a essay about bees number 999."
@@ -91,8 +91,44 @@ def test_an_int8_backbone_and_a_shorter_window_keep_the_ranking(model_aware: Pat
     assert [a > b for a, b in zip(exact[::2], exact[1::2])] == [a > b for a, b in zip(quick[::2], quick[1::2])]
     # an artifact that says int8 is loaded with its backbone's Linear layers quantized
     saved = replace(forecaster.config, backbone_int8=True)
-    Forecaster(forecaster.model, forecaster.tokenizer, saved, forecaster.spread, forecaster.model_spreads).save(tmp_path / "int8")
+    Forecaster(forecaster.model, forecaster.tokenizer, saved, forecaster.spread, forecaster.model_spreads,
+               forecaster.words).save(tmp_path / "int8")
     loaded = Forecaster.load(tmp_path / "int8")
     modules = list(loaded.model.backbone.modules())
     assert not any(type(module) is torch.nn.Linear for module in modules)
     assert any(isinstance(module, torch.ao.nn.quantized.dynamic.Linear) for module in modules)
+
+
+FILLER = " ".join(["The answer should be careful, clear and correct."] * 12)
+
+
+def cue_first_pairs(path: Path) -> Path:
+    """Pairs whose length cue ("essay" or "list") opens a prompt that goes on for ~120 tokens of filler,
+    out of sight of a 16-token window."""
+    rows = []
+    for index in range(120):
+        kind, base = ("essay", 200) if index // len(TOPICS) % 2 else ("list", 20)  # each topic asked both ways
+        prompt = f"Write a {kind} about {TOPICS[index % len(TOPICS)]}. {FILLER} Number {index}."
+        rows.append({"split": "validate" if index >= 90 else "train", "prompt_id": str(index), "model": "only",
+                     "prompt_text": prompt, "output_sizes": [base + offset for offset in range(10)]})
+    with gzip.open(path, "wt") as stream:
+        stream.writelines(json.dumps(row) + "\n" for row in rows)
+    return path
+
+
+@pytest.mark.parametrize("word_buckets", [0, 4096])
+def test_the_word_table_reads_what_the_backbone_window_misses(tmp_path: Path, word_buckets: int) -> None:
+    path = cue_first_pairs(tmp_path / "pairs.jsonl.gz")
+    # 72 prompts give the table few steps: a faster rate than CASTILLO's thousands need
+    config = CastilloConfig(max_tokens=16, head_hidden=16, epochs=100, patience=100, holdout_share=0.2, batch_size=32,
+                            word_buckets=word_buckets, word_learning_rate=0.1, validate_train_share=0.0)
+    train_castillo(path, tmp_path / "model", config, embedding_cache=None, progress=False)
+    predictor = Predictor.load(tmp_path / "model")
+    essays = [f"Write a essay about {topic}. {FILLER} Number {500 + index}." for index, topic in enumerate(TOPICS)]
+    lists = [essay.replace("a essay", "a list") for essay in essays]
+    forecasts = predictor.predict(essays + lists, models=["only"] * 2 * len(TOPICS))
+    ratio = np.median([f.mean for f in forecasts[: len(TOPICS)]]) / np.median([f.mean for f in forecasts[len(TOPICS) :]])
+    if word_buckets:
+        assert ratio > 3  # the answers are 10x apart
+    else:
+        assert 0.5 < ratio < 2  # the last 16 tokens are the same filler for both
