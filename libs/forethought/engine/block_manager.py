@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
-from typing import cast
 
 from forethought.domain import ServiceClass
 from forethought.engine.kv_blocks import (
@@ -78,6 +77,10 @@ class BidirectionalBlockManager:
         self._be_shareable = CandidateBlocks()
         self._rt_preemptible = CandidateBlocks()
         self._segments: dict[str, list[Segment]] = {}
+        """Each request's private segments (an RT or BE side of a block), in the order it took them."""
+        self._cached_prefix: dict[str, list[int]] = {}
+        """Each request's sealed blocks by hash, which hold its positions ``[0, len * block_size)``: a request
+        seals a block only under a parent it reads, so its sealed blocks are always a prefix of its chain."""
         self._host: dict[str, list[tuple[int, int]]] = {}
         self._host_used = 0
         self._preemption_table: dict[int, PreemptionEntry] = {}
@@ -105,7 +108,15 @@ class BidirectionalBlockManager:
         return self._blocks[block_id]
 
     def segments(self, request_id: str) -> tuple[Segment, ...]:
-        return tuple(self._segments.get(request_id, ()))
+        """The request's segments: one per block of its cached prefix, then its private ones."""
+        private = self._segments.get(request_id, [])
+        prefix = self._cached_prefix.get(request_id)
+        if not prefix:
+            return tuple(private)
+        assert self._cache is not None  # NOTE: only the prefix cache makes a cached prefix
+        node, size = self._cache.node, self.block_size
+        sealed = [Segment(node(block_hash).block_id, SEALED, index * size, size) for index, block_hash in enumerate(prefix)]
+        return (*sealed, *private)
 
     def host_ranges(self, request_id: str) -> tuple[tuple[int, int], ...]:
         """Checkpointed ``(start, count)`` position ranges of the request on the host tier."""
@@ -153,7 +164,7 @@ class BidirectionalBlockManager:
         if request_id not in self._host:  # nothing to restore: the tail, whole blocks, shared blocks
             return self._tail_empty(request_id) + whole_blocks * self.block_size + shared_total
         shared = sorted(self._be_shareable.empty_counts(), reverse=True) if self.bidirectional else []
-        room_after = {s.end: self._empty(s.block_id) for s in self._segments.get(request_id, ()) if s.side != SEALED}
+        room_after = {s.end: self._empty(s.block_id) for s in self._segments.get(request_id, ())}
         for start, count in self._host.get(request_id, ()):
             room_beside = room_after.pop(start, 0)
             beside = min(count, room_beside)
@@ -190,14 +201,13 @@ class BidirectionalBlockManager:
 
     def acquire_cached(self, request_id: str, block_hashes: Sequence[int]) -> int:
         """Makes a request that holds nothing read the cached blocks of its prefix; returns tokens reused."""
-        if self._cache is None or self._segments.get(request_id):
+        if self._cache is None or self._segments.get(request_id) or self._cached_prefix.get(request_id):
             return 0
-        size = self.block_size
-        block_ids = self._cache.acquire_chain(block_hashes)
-        segments = self._segments.setdefault(request_id, [])
-        segments.extend([Segment(block_id, SEALED, index * size, size) for index, block_id in enumerate(block_ids)])
-        self._add_gpu_tokens(request_id, len(block_hashes) * size)
-        return len(block_hashes) * self.block_size
+        self._cache.acquire_chain(block_hashes)
+        self._cached_prefix[request_id] = list(block_hashes)
+        reused = len(block_hashes) * self.block_size
+        self._add_gpu_tokens(request_id, reused)
+        return reused
 
     def allocate(
         self, request_id: str, service_class: ServiceClass, num_tokens: int
@@ -215,38 +225,40 @@ class BidirectionalBlockManager:
         self._place(request_id, service_class, start, num_tokens, result)
         return result
 
-    def seal(
-        self, request_id: str, start: int, block_hash: int, parent_hash: int, token_ids: tuple[int, ...]
-    ) -> SealOutcome:
-        """Moves the full, aligned, privately held block at ``start`` into the prefix cache, or, when an
-        equal block is cached already, frees the private copy and reads the cached one instead.
+    def seal(self, request_id: str, start: int, block_hash: int, parent_hash: int) -> SealOutcome:
+        """Moves the full, privately held block at ``start`` (just past the request's cached prefix) into the
+        prefix cache, or, when an equal block is cached already, frees the private copy and reads the cached
+        one instead.
 
         NOTE: a request seals only under a parent it reads, so every reader of a node reads all its
         ancestors: an unreferenced node has only unreferenced descendants, and every block the cache counts
         as evictable can be evicted (leaves first) when ``free_capacity`` promised it.
         """
-        return self.seal_chain(request_id, start, (block_hash,), parent_hash, token_ids)[0]
+        return self.seal_chain(request_id, start, (block_hash,), parent_hash)[0]
 
     def seal_chain(
-        self, request_id: str, start: int, block_hashes: Sequence[int], parent_hash: int, token_ids: Sequence[int]
+        self, request_id: str, start: int, block_hashes: Sequence[int], parent_hash: int
     ) -> list[SealOutcome]:
-        """``seal`` of consecutive blocks from ``start`` (``token_ids`` their tokens), each the parent of the
-        next, up to and including the first refusal; their outcomes. One pass: after the first block the
-        parent is the block just sealed, which the request now reads, so only the first parent is checked."""
+        """``seal`` of consecutive blocks from ``start``, each the parent of the next, up to and including the
+        first refusal; their outcomes. One pass: after the first block the parent is the block just sealed,
+        which the request now reads, so only the first parent is checked."""
         size, cache = self.block_size, self._cache
+        prefix = self._cached_prefix.get(request_id, [])
+        # the parent is read when it ends the cached prefix; a block inside the prefix is sealed already
+        if cache is None or start != len(prefix) * size or (prefix and prefix[-1] != parent_hash):
+            return [_REFUSED]
         segments = self._segments.get(request_id, [])
-        if cache is None or not self._reads(segments, start - size, parent_hash):
-            return [_REFUSED]  # no cache, or the parent is not read
         blocks, side_slots, free, table = self._blocks, self._side_slots, self._free, self._preemption_table
         outcomes: list[SealOutcome] = []
         stored: list[int] = []
+        sealed: list[Segment] = []
         for offset, block_hash in enumerate(block_hashes):
             position = start + offset * size
-            index = position // size
-            segment = segments[index] if index < len(segments) else None  # where a whole-block prefix puts it
+            # where it is when the private segments after the prefix are whole blocks: no scan
+            segment = segments[offset] if offset < len(segments) else None
             if segment is None or segment.start != position or segment.count != size:
                 segment = self._whole_block_at(segments, position)
-            if segment is None or segment.side == SEALED:
+            if segment is None:
                 outcomes.append(_REFUSED)  # not a private whole block
                 break
             block = blocks[segment.block_id]
@@ -254,9 +266,9 @@ class BidirectionalBlockManager:
             side_slots[side] -= block.counts[side]
             block.counts[side] = 0
             block.owners = [None, None]
-            segment.side = SEALED
+            sealed.append(segment)
             if block_hash in cache:
-                segment.block_id = cache.acquire(block_hash).block_id
+                cache.acquire(block_hash)
                 self._reindex(block)
                 outcomes.append(_SHARED)
             else:
@@ -265,9 +277,12 @@ class BidirectionalBlockManager:
                 table.pop(block_id, None)  # a sealed block leaves every index; the candidate sets after the loop
                 free.pop(block_id, None)
                 stored.append(block_id)
-                cache.insert(block_hash, parent_hash, block_id, tuple(token_ids[offset * size:(offset + 1) * size]))
+                cache.insert(block_hash, parent_hash, block_id)
                 outcomes.append(_STORED)
             parent_hash = block_hash
+        if sealed:
+            self._cached_prefix.setdefault(request_id, prefix).extend(block_hashes[:len(sealed)])
+            _remove_segments(segments, sealed)
         self._num_sealed += len(stored)
         self._be_shareable.discard_all(stored)
         self._rt_preemptible.discard_all(stored)
@@ -276,18 +291,15 @@ class BidirectionalBlockManager:
     def release(self, request_id: str) -> None:
         """Frees every slot of the request; its sealed blocks stay cached, tail first in LRU order."""
         blocks = self._blocks
-        segments = self._segments.pop(request_id, [])
-        # tail first: the LRU end stays a leaf (a sealed segment's block is always cached)
-        sealed = [blocks[s.block_id].sealed_hash for s in reversed(segments) if s.side == SEALED]
-        for segment in reversed(segments):
-            if segment.side != SEALED:
-                block = blocks[segment.block_id]
-                block.owners[segment.side] = None
-                self._set_count(block, segment.side, 0)
-                self._reindex(block)
-        if sealed:
-            assert self._cache is not None  # NOTE: only the prefix cache makes sealed segments
-            self._cache.release_chain(cast(list[int], sealed))
+        for segment in reversed(self._segments.pop(request_id, [])):
+            block = blocks[segment.block_id]
+            block.owners[segment.side] = None
+            self._set_count(block, segment.side, 0)
+            self._reindex(block)
+        prefix = self._cached_prefix.pop(request_id, None)
+        if prefix:
+            assert self._cache is not None  # NOTE: only the prefix cache makes a cached prefix
+            self._cache.release_chain(prefix[::-1])  # tail first: the LRU end stays a leaf
         self._host_used -= self.checkpointed_slots(request_id)
         self._host.pop(request_id, None)
         self._gpu_tokens.pop(request_id, None)
@@ -327,7 +339,7 @@ class BidirectionalBlockManager:
             return False
         tail = segments[-1]
         side = tail.side
-        if side == SEALED or tail.start + tail.count != self._gpu_tokens[request_id]:
+        if tail.start + tail.count != self._gpu_tokens[request_id]:
             return False
         block = self._blocks[tail.block_id]
         counts = block.counts
@@ -477,35 +489,20 @@ class BidirectionalBlockManager:
             return None
         last = segments[-1]
         if last.start + last.count == position:
-            # NOTE: positions are held once, so no other segment with slots ends here too; this spares a
-            # scan of every block of a long prompt that is all cached prefix (a newcomer, a sealed tail).
-            return None if last.side == SEALED else last
+            return last
         # Newest first: a side just opened for an overwrite must win over an older tail.
         for segment in reversed(segments):
-            if segment.end == position and segment.side != SEALED:
+            if segment.end == position:
                 return segment
         return None
 
     def _whole_block_at(self, segments: Sequence[Segment], start: int) -> Segment | None:
-        """The segment of ``segments`` at block-aligned ``start`` that holds a whole block, if any."""
+        """The segment of ``segments`` at ``start`` that holds a whole block, if any."""
         size = self.block_size
-        guess = start // size  # where it is when every block so far was whole: no scan
-        if guess < len(segments):
-            segment = segments[guess]
-            if segment.start == start and segment.count == size:
-                return segment
         for segment in segments:
             if segment.start == start and segment.count == size:
                 return segment
         return None
-
-    def _reads(self, segments: Sequence[Segment], start: int, block_hash: int) -> bool:
-        """Whether ``segments`` read the cached block ``block_hash`` at ``start`` (always, before 0)."""
-        if start < 0:
-            return True
-        segment = self._whole_block_at(segments, start)
-        return (segment is not None and segment.side == SEALED
-                and self._blocks[segment.block_id].sealed_hash == block_hash)
 
     def _checkpoint(self, request_id: str, start: int, count: int) -> None:
         """Records positions copied to the host tier, merging adjacent ranges."""
@@ -572,3 +569,12 @@ class BidirectionalBlockManager:
             self._rt_preemptible.add(block_id, empty, be_slots)
         else:
             self._rt_preemptible.discard(block_id)
+
+
+def _remove_segments(segments: list[Segment], removed: Sequence[Segment]) -> None:
+    """Takes ``removed`` (segments of ``segments``, in their order) out of ``segments``."""
+    if all(kept is gone for kept, gone in zip(segments, removed)):
+        del segments[:len(removed)]  # the usual case: the oldest private segments were sealed
+    else:
+        gone_ids = {id(segment) for segment in removed}
+        segments[:] = [segment for segment in segments if id(segment) not in gone_ids]

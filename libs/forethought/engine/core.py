@@ -242,8 +242,7 @@ class EngineCore:
         if first >= stop:
             return
         outcomes = self.block_manager.seal_chain(
-            request.request_id, first * size, hashes[first:stop], hashes[first - 1] if first else ROOT_PARENT,
-            request.prompt_token_ids[first * size : stop * size])
+            request.request_id, first * size, hashes[first:stop], hashes[first - 1] if first else ROOT_PARENT)
         run: list[int] = []
         for index, outcome in enumerate(outcomes, first):
             if outcome is _REFUSED:

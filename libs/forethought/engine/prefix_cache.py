@@ -16,12 +16,12 @@ from dataclasses import dataclass
 
 @dataclass(slots=True)
 class CachedBlock:
-    """One radix-tree node: a sealed block holding ``token_ids`` after the prefix ``parent_hash``."""
+    """One radix-tree node: a sealed block after the prefix ``parent_hash``. Its tokens are not kept: the
+    chained hash names them, and the ``BlockStored`` event that announced the block carries them."""
 
     block_hash: int
     parent_hash: int
     block_id: int
-    token_ids: tuple[int, ...]
     ref_count: int = 0
     num_children: int = 0
 
@@ -90,16 +90,12 @@ class PrefixCache:
                 high = middle - 1
         return low
 
-    def acquire_chain(self, block_hashes: Sequence[int]) -> list[int]:
-        """``acquire`` of each block in order, in one pass; returns their block ids."""
+    def acquire_chain(self, block_hashes: Sequence[int]) -> None:
+        """``acquire`` of each block in order, in one pass."""
         nodes, pop = self._nodes, self._evictable.pop
-        block_ids = []
         for block_hash in block_hashes:
-            node = nodes[block_hash]
-            node.ref_count += 1
+            nodes[block_hash].ref_count += 1
             pop(block_hash, None)
-            block_ids.append(node.block_id)
-        return block_ids
 
     def acquire(self, block_hash: int) -> CachedBlock:
         """One more request reads this block; it leaves the LRU list while referenced."""
@@ -128,13 +124,11 @@ class PrefixCache:
             if node.ref_count == 0:
                 evictable[block_hash] = None
 
-    def insert(
-        self, block_hash: int, parent_hash: int, block_id: int, token_ids: tuple[int, ...]
-    ) -> CachedBlock:
+    def insert(self, block_hash: int, parent_hash: int, block_id: int) -> CachedBlock:
         """Adds a freshly sealed block, referenced once by the request that computed it."""
         if block_hash in self._nodes:
             raise ValueError(f"block {block_hash} is already cached")
-        node = CachedBlock(block_hash, parent_hash, block_id, token_ids, ref_count=1)
+        node = CachedBlock(block_hash, parent_hash, block_id, 1)
         self._nodes[block_hash] = node
         parent = self._nodes.get(parent_hash)
         if parent is not None:

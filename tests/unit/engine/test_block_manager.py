@@ -84,7 +84,7 @@ def test_sealed_block_is_shared_and_evicted_only_when_unreferenced() -> None:
     cache = PrefixCache()
     m = BidirectionalBlockManager(2, BS, 0, True, cache)
     m.allocate("A", RT, 8)
-    assert m.seal("A", 0, block_hash=11, parent_hash=0, token_ids=tuple(range(8)))
+    assert m.seal("A", 0, block_hash=11, parent_hash=0)
     assert m.acquire_cached("B", [11]) == 8
     m.release("A")
     assert cache.node(11).ref_count == 1 and cache.evictable_hashes() == ()
@@ -98,41 +98,41 @@ def test_an_equal_cached_block_replaces_the_private_copy_and_sealing_needs_the_p
     m = BidirectionalBlockManager(4, BS, 0, True, cache)
     m.allocate("A", RT, 8)
     m.allocate("B", BE, 16)
-    assert m.seal("A", 0, block_hash=11, parent_hash=0, token_ids=(0,) * BS) is SealOutcome.STORED
+    assert m.seal("A", 0, block_hash=11, parent_hash=0) is SealOutcome.STORED
     # B computed the same first block privately: it reads A's copy instead and its own block is freed.
-    assert m.seal("B", 0, block_hash=11, parent_hash=0, token_ids=(0,) * BS) is SealOutcome.SHARED
+    assert m.seal("B", 0, block_hash=11, parent_hash=0) is SealOutcome.SHARED
     assert [s.block_id for s in m.segments("B")] == [0, 2] and m.block(1).is_unused
     assert cache.node(11).ref_count == 2
     # C holds its first block privately under another hash, so it may not hang a child under 11.
     m.allocate("C", RT, 16)
-    assert not m.seal("C", BS, block_hash=12, parent_hash=11, token_ids=(0,) * BS)
-    assert m.seal("B", BS, block_hash=12, parent_hash=11, token_ids=(0,) * BS) is SealOutcome.STORED
+    assert not m.seal("C", BS, block_hash=12, parent_hash=11)
+    assert m.seal("B", BS, block_hash=12, parent_hash=11) is SealOutcome.STORED
 
 
 def test_sealing_a_chain_in_one_pass_does_what_sealing_block_by_block_does() -> None:
     def prepared() -> BidirectionalBlockManager:
         m = manager(num_blocks=8)
         m.allocate("A", RT, 2 * BS)
-        m.seal("A", 0, block_hash=11, parent_hash=0, token_ids=(1,) * BS)
-        m.seal("A", BS, block_hash=12, parent_hash=11, token_ids=(2,) * BS)
+        m.seal("A", 0, block_hash=11, parent_hash=0)
+        m.seal("A", BS, block_hash=12, parent_hash=11)
         m.allocate("B", BE, 4 * BS + 3)  # the first two blocks equal A's, the last one partial
         return m
 
-    hashes, tokens = (11, 12, 13, 14, 15), tuple(range(5 * BS))
+    hashes = (11, 12, 13, 14, 15)
     one_by_one, chained = prepared(), prepared()
     outcomes = []
     for index, block_hash in enumerate(hashes):
         parent = hashes[index - 1] if index else 0
-        outcomes.append(one_by_one.seal("B", index * BS, block_hash, parent, tokens[index * BS:(index + 1) * BS]))
+        outcomes.append(one_by_one.seal("B", index * BS, block_hash, parent))
         if not outcomes[-1]:
             break
     assert outcomes == [SealOutcome.SHARED, SealOutcome.SHARED, SealOutcome.STORED, SealOutcome.STORED,
                         SealOutcome.REFUSED]  # the fifth block is partial
-    assert chained.seal_chain("B", 0, hashes, 0, tokens) == outcomes
+    assert chained.seal_chain("B", 0, hashes, 0) == outcomes
     assert layout(chained) == layout(one_by_one)
     assert chained.segments("B") == one_by_one.segments("B")
     assert chained.usage() == one_by_one.usage()
-    assert chained.seal_chain("A", 2 * BS, (99,), 12, (0,) * BS) == [SealOutcome.REFUSED]  # A holds nothing there
+    assert chained.seal_chain("A", 2 * BS, (99,), 12) == [SealOutcome.REFUSED]  # A holds nothing there
 
 
 # ---- invariants under random operation sequences ---------------------------------------------------
@@ -223,7 +223,7 @@ def test_invariants_hold_under_random_operations(ops: list[tuple[str, int, int]]
             del live[request_id]
         elif op == "seal" and ids:
             request_id = ids[pick % len(ids)]
-            m.seal(request_id, 0, block_hash=1000 + names * 10 + pick, parent_hash=0, token_ids=(0,) * BS)
+            m.seal(request_id, 0, block_hash=1000 + names * 10 + pick, parent_hash=0)
         check_invariants(m, live)
     for request_id in list(live):
         m.release(request_id)
