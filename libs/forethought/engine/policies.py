@@ -9,7 +9,7 @@ order always has a first request, which can drop everyone else, so the engine ca
 
 from __future__ import annotations
 
-import heapq
+import itertools
 import math
 import statistics
 from collections import deque
@@ -150,7 +150,9 @@ class BrosPolicy:
 
         Waiting requests with one TTFT SLO and no token yet are already in deadline order (arrival
         order), so only the pending queue is sorted and each per-SLO run of the waiting queue is merged as
-        it stands; the few dropped after their first token (a TPOT deadline) are sorted on their own.
+        it stands; the few dropped after their first token (a TPOT deadline) are sorted on their own. Ranks
+        are unique, so Timsort, which finds the sorted runs and merges them in C, gives ``heapq.merge``'s
+        order without its per-request generator steps.
         """
         pending = sorted((r for r in ctx.running if r.is_rt), key=_by_deadline)
         runs: dict[float | None, list[EngineRequest]] = {}
@@ -162,7 +164,9 @@ class BrosPolicy:
             return pending
         if None in runs:
             runs[None].sort(key=_by_deadline)
-        return list(heapq.merge(pending, *runs.values(), key=_by_deadline))
+        if not pending and len(runs) == 1:
+            return next(iter(runs.values()))  # one run: nothing to merge
+        return sorted(itertools.chain(pending, *runs.values()), key=_by_deadline)
 
     def _be_order(self, ctx: SchedulingContext) -> list[EngineRequest]:
         """Fewest checkpointed slots first; waiting BE follow pending ones in Preble's group order."""
