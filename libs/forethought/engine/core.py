@@ -243,28 +243,26 @@ class EngineCore:
             return
         outcomes = self.block_manager.seal_chain(
             request.request_id, first * size, hashes[first:stop], hashes[first - 1] if first else ROOT_PARENT)
-        run: list[int] = []
+        run_start = first  # the first block of the current run of newly stored blocks
         for index, outcome in enumerate(outcomes, first):
-            if outcome is _REFUSED:
-                request.num_hashed_blocks = len(hashes)  # the chain broke: later blocks would be unreachable
-                break
-            request.num_hashed_blocks = index + 1
-            if outcome is _STORED:
-                run.append(index)
-            else:
-                self._announce(request, run, events)
-                run = []
-        self._announce(request, run, events)
+            if outcome is not _STORED:
+                self._announce(request, run_start, index, events)
+                run_start = index + 1
+        if outcomes[-1] is _REFUSED:
+            request.num_hashed_blocks = len(hashes)  # the chain broke: later blocks would be unreachable
+        else:
+            request.num_hashed_blocks = first + len(outcomes)
+            self._announce(request, run_start, request.num_hashed_blocks, events)
 
-    def _announce(self, request: EngineRequest, run: list[int], events: list[CacheEvent]) -> None:
-        """One ``BlockStored`` for a run of consecutive newly stored prompt blocks."""
-        if not run:
+    def _announce(self, request: EngineRequest, first: int, stop: int, events: list[CacheEvent]) -> None:
+        """One ``BlockStored`` for the newly stored prompt blocks ``[first, stop)``, if any."""
+        if first >= stop:
             return
-        size, hashes, first = self.config.block_size, request.prompt_block_hashes, run[0]
+        size, hashes = self.config.block_size, request.prompt_block_hashes
         events.append(BlockStored(
-            block_hashes=tuple(hashes[i] for i in run),
+            block_hashes=tuple(hashes[first:stop]),
             parent_hash=hashes[first - 1] if first else ROOT_PARENT,
-            token_ids=request.prompt_token_ids[first * size : (run[-1] + 1) * size],
+            token_ids=request.prompt_token_ids[first * size : stop * size],
             block_size=size,
         ))
 
