@@ -389,30 +389,30 @@ class BidirectionalBlockManager:
     def _fill_whole_blocks(
         self, request_id: str, side: int, start: int, count: int, result: AllocationResult
     ) -> int:
-        """Fills one unused block after another with ``count``'s whole blocks: what ``_open_side`` does
-        block by block, in one pass (the bulk of a long prefill). A full block has no empty slots, so only
-        a BE one joins a candidate set (FindPreemptBlock's)."""
+        """Fills unused blocks with ``count``'s whole blocks: what ``_open_side`` does block by block, in one
+        pass (the bulk of a long prefill). A full block has no empty slots, so only a BE one joins a
+        candidate set (FindPreemptBlock's)."""
         size, blocks, free, cache = self.block_size, self._blocks, self._free, self._cache
-        segments = self._segments.setdefault(request_id, [])
-        taken = evicted = 0
-        while count - taken >= size:
-            if free:  # what _unused_block does, inline
-                block_id = free.popitem(last=False)[0]
-            elif cache is not None and (node := cache.evict_lru()) is not None:
-                block_id = node.block_id
-                blocks[block_id].sealed_hash = None
+        wanted = count // size
+        # free blocks first, then evicted LRU cached blocks, as _unused_block takes them
+        block_ids = [free.popitem(last=False)[0] for _ in range(min(wanted, len(free)))]
+        if len(block_ids) < wanted and cache is not None:
+            evicted = cache.evict_lru_leaves(wanted - len(block_ids))
+            for node in evicted:
+                blocks[node.block_id].sealed_hash = None
+                block_ids.append(node.block_id)
                 result.evicted.append(node.block_hash)
-                evicted += 1
-            else:
-                break
+            self._num_sealed -= len(evicted)
+        for block_id in block_ids:
             block = blocks[block_id]
             block.owners[side] = request_id
             block.counts[side] = size
-            segments.append(Segment(block_id, side, start + taken, size))
-            if side == BE_SIDE:
+        self._segments.setdefault(request_id, []).extend(
+            [Segment(block_id, side, start + index * size, size) for index, block_id in enumerate(block_ids)])
+        if side == BE_SIDE:
+            for block_id in block_ids:
                 self._rt_preemptible.add(block_id, 0, size)
-            taken += size
-        self._num_sealed -= evicted
+        taken = len(block_ids) * size
         self._side_slots[side] += taken
         self._add_gpu_tokens(request_id, taken)
         return taken

@@ -148,6 +148,13 @@ class PrefixCache:
                 return node
         return None
 
+    def evict_lru_leaves(self, count: int) -> list[CachedBlock]:
+        """``evict_lru`` up to ``count`` times, stopping when nothing is left to evict; the evicted blocks."""
+        evicted: list[CachedBlock] = []
+        while len(evicted) < count and (node := self.evict_lru()) is not None:
+            evicted.append(node)
+        return evicted
+
     def evictable_hashes(self) -> tuple[int, ...]:
         """Unreferenced blocks, least recently used first (the order eviction follows)."""
         return tuple(self._evictable)
