@@ -226,6 +226,44 @@ def test_a_worker_holding_unfinished_work_looks_heavier_than_one_that_finished_i
     assert router.choose(make_request("new", 8, prefix=10), now=1.5) == "w1"
 
 
+def test_a_prompt_that_does_not_fit_beside_the_requests_in_flight_waits_for_a_share_of_their_decode() -> None:
+    router = make_e2(1, decode_s=0.01, capacity_blocks=100)
+    router.choose(make_request("a", 40), now=0.0)
+    router.choose(make_request("b", 40), now=0.0)
+    assert router.memory_wait("w0", make_request("small", 5)) == 0.0
+    held = 80 + 2 * 45 / BLOCK / 2  # both prompts, and their decodes at mid-length (45 tokens expected)
+    overflow = held + 40 + 45 / BLOCK - 100
+    drain = router.decode_load("w0") / 2  # the batch of two decoding 45 tokens
+    assert router.memory_wait("w0", make_request("big", 40)) == pytest.approx(drain * overflow / held)
+    # the blocks of a prompt the requests in flight already hold are not needed again
+    assert router.memory_wait("w0", make_request("follow-up", 40, prefix=router_prefix("a"))) == 0.0
+    router.on_finished("a", now=1.0, output_tokens=45)
+    assert router.memory_wait("w0", make_request("big", 40)) == 0.0
+
+
+def router_prefix(rid: str) -> int:
+    """The ``prefix`` that gives a request the blocks of ``make_request(rid, ...)``."""
+    return 1_000_000 + zlib.crc32(rid.encode())
+
+
+def test_explore_avoids_a_worker_whose_running_requests_hold_the_memory_a_prompt_needs() -> None:
+    # The loss this guards against: by load alone two workers decoding one request each look alike,
+    # though one holds 90 of its 100 blocks and a 30-block prompt would wait there (kv_cost, which
+    # balances blocks in use, was ahead of E2 on the Mooncake trace's p99).
+    router = make_e2(2, decode_s=0.05, capacity_blocks=100, rebalance_threshold=1e9, history_window_s=30.0)
+    router.choose(make_request("warm", 90, prefix=1), now=0.0)
+    router.on_finished("warm", now=0.5, output_tokens=45)
+    router.choose(make_request("held", 90, prefix=1, cached={"w0": 80}), now=1.0)
+    router.choose(make_request("small", 30, prefix=2), now=1.0)
+    assert (router.assignment("held").worker_id, router.assignment("small").worker_id) == ("w0", "w1")
+    wait = router.memory_wait("w0", make_request("next", 30, prefix=3))
+    assert wait > 0.0 and router.memory_wait("w1", make_request("next", 30, prefix=3)) == 0.0
+    later = 40.0  # the prefill placed has left H (30 s), and with it every cached block's hits
+    assert router.choose(make_request("next", 30, prefix=3), now=later) == "w1"
+    costs = router.last_decision.costs
+    assert costs["w0"] - wait == pytest.approx(costs["w1"])  # but for the wait, a tie
+
+
 def hot_prefix_request(rid: str, cached: dict[str, int]) -> RoutingRequest:
     """50 blocks of prefix 9 shared, then a block of the request's own."""
     shared = make_request(rid, 50, prefix=9).block_hashes

@@ -3,7 +3,7 @@
 Per request, the prompt is matched against the prefix index and, as Preble's global tree records a GPU
 when it assigns a request, against the prompts placed on each worker and not yet finished. Then the
 phases decide in order (``exploit_explore``): exploit the longest cached prefix (then rebalance past
-Th_bal), else balance prefill and decode, else explore by the load cost ``L + M + P`` (``load_cost``).
+Th_bal), else balance prefill and decode, else explore by the load cost ``L + M + P`` and ``W`` (``load_cost``).
 A hot prefix whose TTFT doubles on an overloaded holder is replicated (``replication``). Everything
 E2 knows about a worker lives in one ``E2WorkerState``.
 
@@ -131,7 +131,7 @@ class E2Router(LedgerRouter):
     # ----- Algorithm 2 by worker id ------------------------------------------------------------
 
     def load_cost(self, worker_id: str, request: RoutingRequest, cached_tokens: int, now: float) -> float:
-        """``L + M + P`` of placing ``request`` on ``worker_id`` (seconds of GPU time)."""
+        """``L + M + P + W`` of placing ``request`` on ``worker_id`` (seconds)."""
         return self.cost(self._workers[worker_id], request, cached_tokens, now)
 
     def window_load(self, worker_id: str) -> float:
@@ -145,6 +145,10 @@ class E2Router(LedgerRouter):
     def eviction_cost(self, worker_id: str, needed_blocks: int, now: float, keep: Sequence[int] = ()) -> float:
         """``M``: recomputation of the blocks the worker would evict (LRU) to free ``needed_blocks``."""
         return self.cost.eviction_cost(self._workers[worker_id], needed_blocks, now, keep)
+
+    def memory_wait(self, worker_id: str, request: RoutingRequest) -> float:
+        """``W``: the wait for the KV blocks the worker's requests in flight hold and ``request`` lacks."""
+        return self.cost.memory_wait(self._workers[worker_id], request)
 
     def decode_tokens(self) -> float:
         """Decode length to expect: the mean output of the requests finished within H, else the default."""
