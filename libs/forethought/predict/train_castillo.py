@@ -141,6 +141,7 @@ def fit_pair_head(
         torch.optim.AdamW(head.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)]
     if words is not None:  # each step touches a few hundred of the table's rows: a sparse update
         optimizers.append(torch.optim.SparseAdam(list(words.parameters()), lr=config.word_learning_rate))
+    modules = [module for module in (head, words) if module is not None]
     held_rows = torch.arange(len(validation.inputs))
     everyone, no_one = torch.ones(len(held_rows), dtype=torch.bool), torch.zeros(len(held_rows), dtype=torch.bool)
 
@@ -150,9 +151,8 @@ def fit_pair_head(
     best: tuple[float, int, tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]] = (float("inf"), 0, ({}, {}))
     bar = tqdm(range(config.epochs), desc="fitting the head", disable=not progress)
     for epoch in bar:
-        for module in (head, words):
-            if module is not None:
-                module.train()
+        for module in modules:
+            module.train()
         for batch in torch.randperm(len(train.inputs), generator=generator).split(config.batch_size):
             any_model = torch.rand(len(batch), generator=generator) < config.any_model_share
             estimates = pair_estimates(head, words, models, train, batch, any_model)
@@ -162,9 +162,8 @@ def fit_pair_head(
             loss.backward()
             for optimizer in optimizers:
                 optimizer.step()
-        for module in (head, words):
-            if module is not None:
-                module.eval()
+        for module in modules:
+            module.eval()
         with torch.no_grad():
             held = 0.5 * sum(
                 float(answer_l1(pair_estimates(head, words, models, validation, held_rows, any_model)[:, None],
