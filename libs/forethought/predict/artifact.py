@@ -182,8 +182,10 @@ class Forecaster:
         """Raw head outputs for ``history.head_inputs`` rows."""
         return self.model.head(torch.as_tensor(inputs, dtype=torch.float32)).numpy()
 
-    def log_estimates(self, outputs: np.ndarray) -> np.ndarray:
-        return log_estimates(self.config.formulation, outputs, np.asarray(self.config.bucket_log_medians))
+    def log_estimates(self, outputs: np.ndarray, word_terms: np.ndarray | None = None) -> np.ndarray:
+        """Point estimates of log1p(length) from head outputs, plus their prompts' ``word_terms`` if given."""
+        estimates = log_estimates(self.config.formulation, outputs, np.asarray(self.config.bucket_log_medians))
+        return estimates if word_terms is None else estimates + word_terms
 
     def forecast(
         self, prompts: list[str], histories: list[ConversationHistory], models: list[str] | None = None,
@@ -215,7 +217,7 @@ class Forecaster:
     def log_estimates_for(self, inputs: np.ndarray, word_terms: np.ndarray | None = None) -> np.ndarray:
         """Point estimates of log1p(length) for input rows, with their prompts' ``word_terms`` when the
         forecaster has a word table."""
-        return self.log_estimates(self.head_outputs(inputs)) + (0.0 if word_terms is None else word_terms)
+        return self.log_estimates(self.head_outputs(inputs), word_terms)
 
     def forecast_inputs(
         self, inputs: np.ndarray, models: list[str] | None = None, calibration: OnlineCalibration | None = None,
@@ -225,7 +227,7 @@ class Forecaster:
         and class edges."""
         models = models if models is not None else [SERVED_MODEL] * len(inputs)
         outputs = self.head_outputs(inputs)
-        estimates = self.log_estimates(outputs) + (0.0 if word_terms is None else word_terms)
+        estimates = self.log_estimates(outputs, word_terms)
         forecasts: list[LengthForecast | None] = [None] * len(estimates)
         for model in dict.fromkeys(models):
             rows = np.asarray([row for row, name in enumerate(models) if name == model])
