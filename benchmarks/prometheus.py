@@ -20,14 +20,15 @@ class HistogramReading:
     buckets: Mapping[float, float] = field(default_factory=dict)
 
     def __add__(self, other: HistogramReading) -> HistogramReading:
-        bounds = self.buckets.keys() | other.buckets.keys()
-        return HistogramReading(self.count + other.count, self.total + other.total,
-                                {b: self.buckets.get(b, 0.0) + other.buckets.get(b, 0.0) for b in bounds})
+        return self._plus(other, 1.0)
 
     def __sub__(self, other: HistogramReading) -> HistogramReading:
+        return self._plus(other, -1.0)
+
+    def _plus(self, other: HistogramReading, sign: float) -> HistogramReading:
         bounds = self.buckets.keys() | other.buckets.keys()
-        return HistogramReading(self.count - other.count, self.total - other.total,
-                                {b: self.buckets.get(b, 0.0) - other.buckets.get(b, 0.0) for b in bounds})
+        return HistogramReading(self.count + sign * other.count, self.total + sign * other.total,
+                                {b: self.buckets.get(b, 0.0) + sign * other.buckets.get(b, 0.0) for b in bounds})
 
 
 def read_histogram(ports: Iterable[int], name: str, **labels: str) -> HistogramReading:
