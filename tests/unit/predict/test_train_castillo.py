@@ -132,3 +132,13 @@ def test_the_word_table_reads_what_the_backbone_window_misses(tmp_path: Path, wo
         assert ratio > 3  # the answers are 10x apart
     else:
         assert 0.5 < ratio < 2  # the last 16 tokens are the same filler for both
+
+
+def test_a_negative_word_table_size_is_refused_naming_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from forethought.predict.train import main
+
+    with pytest.raises(SystemExit) as refused:
+        main(["--castillo", str(tmp_path / "pairs.jsonl.gz"), "--word-buckets", "-1", "--out", str(tmp_path / "model")])
+    assert refused.value.code == 2
+    assert "--word-buckets must be 0 or more, got -1" in capsys.readouterr().err
+    assert not (tmp_path / "model").exists()
