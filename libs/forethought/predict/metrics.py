@@ -4,7 +4,9 @@ regression view (MAE, Kendall tau) and calibration of the forecast quantiles.
 On labels with several answers per prompt (CASTILLO), ``pair_report`` scores forecasts against the pair
 mean and against every single answer, with SSJF's class edges (the served model's p25/p50/p75/p99 output
 length: four classes of about a quarter and one of 1%) and with quintiles; the same report for the pair
-means themselves is the ceiling, since no forecast knows which of a pair's answers will come.
+means themselves is the ceiling, since no forecast knows which of a pair's answers will come. SSJF's own
+Kendall tau ranks its predicted class, not a length, against the true length: ``tau_ssjf_class`` is that
+figure, beside the tau of the point forecast itself.
 """
 
 from __future__ import annotations
@@ -105,6 +107,7 @@ class PairReport:
 
     tau_pair_mean: float
     tau_samples: float
+    tau_ssjf_class: float  # the forecast's SSJF-edge class against each answer's length (SSJF's definition)
     ssjf_accuracy: float
     quintile_accuracy: float
     mae_tokens: float
@@ -129,15 +132,16 @@ def pair_report(points: np.ndarray, sizes: Sequence[Sequence[int]], p90s: np.nda
     counts = np.asarray([len(row) for row in sizes])
     samples = np.concatenate([np.asarray(row, float) for row in sizes])
     repeated = np.repeat(points, counts)
-    accuracies = []
+    classes = []
     for percents in (SSJF_EDGE_PERCENTS, QUINTILE_PERCENTS):
         buckets = LengthBuckets(tuple(float(edge) for edge in np.percentile(samples, percents)))
-        accuracies.append(float(np.mean(buckets.index(repeated) == buckets.index(samples))))
+        classes.append((buckets.index(repeated), buckets.index(samples)))
+    accuracies = [float(np.mean(forecast == truth)) for forecast, truth in classes]
     coverage = float("nan") if p90s is None else float(np.mean(samples <= np.repeat(np.asarray(p90s, float), counts)))
     means = np.asarray([np.mean(row) for row in sizes])
     return PairReport(
         tau_pair_mean=_tau(points, means), tau_samples=_tau(repeated, samples),
-        ssjf_accuracy=accuracies[0], quintile_accuracy=accuracies[1],
+        tau_ssjf_class=_tau(classes[0][0], samples), ssjf_accuracy=accuracies[0], quintile_accuracy=accuracies[1],
         mae_tokens=float(np.mean(np.abs(repeated - samples))), share_below_p90=coverage,
         pairs=len(points), samples=len(samples),
     )
@@ -157,13 +161,15 @@ def mean_pair_report(reports: Sequence[PairReport]) -> PairReport:
 def format_pair_table(rows: dict[str, tuple[PairReport, PairReport]]) -> str:
     """Markdown table, one row per model: each score with the ceiling's beside it (forecast / ceiling)."""
     lines = [
-        "| model | pairs | tau vs pair mean | tau vs samples | SSJF-edge acc | quintile acc | MAE (tokens) | P(y<=p90) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| model | pairs | tau vs pair mean | tau vs samples | SSJF-class tau vs samples | SSJF-edge acc | quintile acc | "
+        "MAE (tokens) | P(y<=p90) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, (report, ceiling) in rows.items():
         lines.append(
             f"| {name} | {report.pairs} | {report.tau_pair_mean:.3f} / {ceiling.tau_pair_mean:.3f} | "
-            f"{report.tau_samples:.3f} / {ceiling.tau_samples:.3f} | {report.ssjf_accuracy:.3f} / {ceiling.ssjf_accuracy:.3f} | "
+            f"{report.tau_samples:.3f} / {ceiling.tau_samples:.3f} | "
+            f"{report.tau_ssjf_class:.3f} / {ceiling.tau_ssjf_class:.3f} | {report.ssjf_accuracy:.3f} / {ceiling.ssjf_accuracy:.3f} | "
             f"{report.quintile_accuracy:.3f} / {ceiling.quintile_accuracy:.3f} | {report.mae_tokens:.1f} / {ceiling.mae_tokens:.1f} | "
             f"{report.share_below_p90:.3f} |"
         )

@@ -53,3 +53,8 @@ def test_ssjf_edges_put_a_quarter_of_answers_in_each_of_four_classes() -> None:
     flat = pair_report(np.full(len(sizes), float(np.median([row[0] for row in sizes]))), sizes)
     assert exact.ssjf_accuracy == pytest.approx(1.0) and exact.quintile_accuracy == pytest.approx(1.0)
     assert flat.ssjf_accuracy == pytest.approx(0.25, abs=0.02) and flat.quintile_accuracy == pytest.approx(0.2, abs=0.02)
+    # SSJF's tau ranks the class: a class exactly right still ties within each class, so tau-b is
+    # sqrt(1 - sum of squared class shares) (shares ~0.25, 0.25, 0.25, 0.24, 0.01), not the length's 1
+    assert exact.tau_samples == pytest.approx(1.0)
+    assert exact.tau_ssjf_class == pytest.approx(np.sqrt(1 - 3 * 0.25**2 - 0.24**2 - 0.01**2), abs=0.01)
+    assert flat.tau_ssjf_class == 0.0
