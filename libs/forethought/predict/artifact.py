@@ -166,6 +166,10 @@ class Forecaster:
         """Whether the head was trained on ``model``'s lengths."""
         return model in self.config.models
 
+    def spread_for(self, model: str) -> ResidualSpread:
+        """The residual spread of ``model``'s forecasts: its own when trained on it, else the overall one."""
+        return self.model_spreads.get(model, self.spread)
+
     @torch.inference_mode()
     def embed(self, prompts: list[str]) -> np.ndarray:
         """Pooled text states of ``prompts`` (rows, in order), computed in batches of similar length (little padding)."""
@@ -231,16 +235,18 @@ class Forecaster:
         forecasts: list[LengthForecast | None] = [None] * len(estimates)
         for model in dict.fromkeys(models):
             rows = np.asarray([row for row, name in enumerate(models) if name == model])
-            spread = self.model_spreads.get(model, self.spread)
+            spread = self.spread_for(model)
             shift = 0.0
             if calibration is not None and not self.knows(model):
                 shift, spread = calibration.adjust(model, spread)
             edges = self.config.model_bucket_edges.get(model, self.config.bucket_edges)
             buckets = LengthBuckets(edges)
             shifted = estimates[rows] + shift
-            classes = predicted_buckets(self.config.formulation, outputs[rows], shifted, buckets)
             quantiles = spread.quantiles(shifted)
             histograms = spread.histograms(shifted, buckets)
+            # the class is the histogram's most probable: the median's class misses more often where the
+            # classes are unequal in log space (SSJF's fourth, p75-p99, is wide)
+            classes = predicted_buckets(self.config.formulation, outputs[rows], shifted, buckets, histograms)
             for index, row in enumerate(rows):
                 forecasts[row] = LengthForecast(
                     mean=float(np.expm1(shifted[index])),

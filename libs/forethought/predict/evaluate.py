@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from forethought.predict.artifact import Forecaster
+from forethought.predict.buckets import ResidualSpread
 from forethought.predict.castillo import LengthPair, by_model, castillo_splits, load_pairs
 from forethought.predict.embedding_cache import EmbeddingCache
 from forethought.predict.history import HISTORY_FEATURES, NO_HISTORY
@@ -223,12 +224,14 @@ def scored_pairs(forecaster: Forecaster, pairs: list[LengthPair]) -> list[Length
     return castillo_splits(pairs, training["validate_train_share"], training["holdout_share"])["scored"]
 
 
-def castillo_rows(pairs: Sequence[LengthPair], points: np.ndarray, p90s: np.ndarray) -> dict[str, tuple[PairReport, PairReport]]:
-    """(forecast, ceiling) reports per model, then their mean over models."""
+def castillo_rows(pairs: Sequence[LengthPair], points: np.ndarray, p90s: np.ndarray,
+                  spread_of: Callable[[str], ResidualSpread]) -> dict[str, tuple[PairReport, PairReport]]:
+    """(forecast, ceiling) reports per model, then their mean over models; ``spread_of(model)`` is the
+    spread of the forecasts for that model (their class is its most probable one)."""
     rows = {}
     for model, indices in by_model(pairs).items():
         sizes = [pairs[index].output_sizes for index in indices]
-        rows[model] = (pair_report(points[indices], sizes, p90s[indices]), ceiling_report(sizes))
+        rows[model] = (pair_report(points[indices], sizes, p90s[indices], spread_of(model)), ceiling_report(sizes))
     rows[OVERALL] = (mean_pair_report([report for report, _ in rows.values()]),
                      mean_pair_report([ceiling for _, ceiling in rows.values()]))
     return rows
@@ -247,7 +250,7 @@ def evaluate_castillo(
     if not pairs:
         raise SystemExit(f"no pairs of split {', '.join(splits)} in {path}")
     points, p90s = pair_forecasts(forecaster, pairs, embedding_cache, progress=True)
-    rows = castillo_rows(pairs, points, p90s)
+    rows = castillo_rows(pairs, points, p90s, forecaster.spread_for)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(castillo_json(rows, path, description), indent=2))

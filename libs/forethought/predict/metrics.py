@@ -125,9 +125,11 @@ def _tau(a: np.ndarray, b: np.ndarray) -> float:
     return float(kendalltau(a, b).statistic)
 
 
-def pair_report(points: np.ndarray, sizes: Sequence[Sequence[int]], p90s: np.ndarray | None = None) -> PairReport:
+def pair_report(points: np.ndarray, sizes: Sequence[Sequence[int]], p90s: np.ndarray | None = None,
+                spread: ResidualSpread | None = None) -> PairReport:
     """Scores of ``points`` (tokens, one per pair) against the pairs' answer lengths ``sizes``; the class
-    edges are the percentiles of all of ``sizes`` (the served model's output lengths)."""
+    edges are the percentiles of all of ``sizes`` (the served model's output lengths). With the forecasts'
+    ``spread`` the class forecast is each forecast's most probable class, else the class of its point."""
     points = np.asarray(points, float)
     counts = np.asarray([len(row) for row in sizes])
     samples = np.concatenate([np.asarray(row, float) for row in sizes])
@@ -135,7 +137,9 @@ def pair_report(points: np.ndarray, sizes: Sequence[Sequence[int]], p90s: np.nda
     classes = []
     for percents in (SSJF_EDGE_PERCENTS, QUINTILE_PERCENTS):
         buckets = LengthBuckets(tuple(float(edge) for edge in np.percentile(samples, percents)))
-        classes.append((buckets.index(repeated), buckets.index(samples)))
+        forecast = (buckets.index(points) if spread is None
+                    else spread.histograms(np.log1p(points), buckets).argmax(axis=1))
+        classes.append((np.repeat(forecast, counts), buckets.index(samples)))
     accuracies = [float(np.mean(forecast == truth)) for forecast, truth in classes]
     coverage = float("nan") if p90s is None else float(np.mean(samples <= np.repeat(np.asarray(p90s, float), counts)))
     means = np.asarray([np.mean(row) for row in sizes])

@@ -129,11 +129,15 @@ def log_estimates(formulation: Formulation, outputs: np.ndarray, bucket_log_medi
 
 
 def predicted_buckets(
-    formulation: Formulation, outputs: np.ndarray, estimates: np.ndarray, buckets: LengthBuckets
+    formulation: Formulation, outputs: np.ndarray, estimates: np.ndarray, buckets: LengthBuckets,
+    histograms: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The 5-class answer: argmax for CLS, rounding for ordinal, the estimate's bucket for regression."""
+    """The 5-class answer: argmax for CLS, rounding for ordinal; for regression the most probable bucket of
+    the forecast's ``histograms`` when given, else the estimate's bucket."""
     if formulation is Formulation.CLS:
         return outputs.argmax(axis=1)
     if formulation is Formulation.ORDINAL:
         return np.clip(np.rint(outputs[:, 0]), 0, buckets.count - 1).astype(int)
+    if histograms is not None:
+        return histograms.argmax(axis=1)
     return buckets.index(np.expm1(estimates))

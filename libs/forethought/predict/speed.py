@@ -58,7 +58,7 @@ def speed_rows(
             variant = forecaster.with_speed(window, int8)
             timings = latencies_ms(variant, timed_pairs)
             points, p90s = pair_forecasts(variant, sample, embedding_cache=None)
-            overall = castillo_rows(sample, points, p90s)[OVERALL][0]
+            overall = castillo_rows(sample, points, p90s, variant.spread_for)[OVERALL][0]
             rows.append(
                 f"| {name} | {forecaster.config.training.get('max_tokens', forecaster.config.max_tokens)} | {window} | "
                 f"{'int8' if int8 else 'float32'} | {np.percentile(timings, 50):.1f} | {np.percentile(timings, 99):.1f} | "

@@ -242,9 +242,9 @@ def train_castillo(
     trained = base.with_head(head_state, base.spread, words, training=dict(forecaster_config.training, best_epoch=best_epoch))
     forecaster = calibrate(trained, calibration_pairs, calibration_rows.inputs.numpy(), len(models))
     points, p90s = pair_forecasts(forecaster, validate_pairs, embedding_cache)
-    rows = castillo_rows(validate_pairs, points, p90s)
+    rows = castillo_rows(validate_pairs, points, p90s, forecaster.spread_for)
     any_points, any_p90s = pair_forecasts(forecaster, validate_pairs, embedding_cache, as_model=ANY_MODEL)
-    any_rows = castillo_rows(validate_pairs, any_points, any_p90s)
+    any_rows = castillo_rows(validate_pairs, any_points, any_p90s, lambda _: forecaster.spread)
     forecaster.config.metrics = {
         "castillo_validate": castillo_json(rows, Path(path), "model-aware head")["models"],
         "castillo_validate_any_model": castillo_json(any_rows, Path(path), "any-model slot")["models"][OVERALL],

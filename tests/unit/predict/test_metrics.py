@@ -58,3 +58,19 @@ def test_ssjf_edges_put_a_quarter_of_answers_in_each_of_four_classes() -> None:
     assert exact.tau_samples == pytest.approx(1.0)
     assert exact.tau_ssjf_class == pytest.approx(np.sqrt(1 - 3 * 0.25**2 - 0.24**2 - 0.01**2), abs=0.01)
     assert flat.tau_ssjf_class == 0.0
+
+
+def test_with_a_spread_the_class_forecast_is_the_most_probable_class() -> None:
+    from forethought.predict.metrics import pair_report
+
+    rng = np.random.default_rng(1)
+    truth = rng.integers(1, 1000, 4000).astype(float)
+    sizes = [[int(length)] for length in truth]
+    # every answer is 4x (in log1p) its point forecast, and the spread says so
+    points = np.expm1(np.log1p(truth) - np.log(4.0))
+    spread = ResidualSpread((float(np.log(4.0)),))
+    by_point, by_spread = pair_report(points, sizes), pair_report(points, sizes, spread=spread)
+    # (rounding in expm1/log1p moves an answer sitting exactly on an edge now and then)
+    assert by_spread.ssjf_accuracy > 0.99 and by_spread.quintile_accuracy > 0.99
+    assert by_point.ssjf_accuracy < 0.6
+    assert by_spread.tau_samples == by_point.tau_samples  # the point forecast's own ranking is unchanged

@@ -41,6 +41,8 @@ def test_forecasts_are_distributions_with_monotone_quantiles(predictor: Predicto
         assert values == sorted(values) and values[0] >= 0
         assert sum(forecast.histogram) == pytest.approx(1.0)
         assert 0 <= forecast.bucket < 5 and forecast.source == "model"
+        # the class forecast is the histogram's most probable class
+        assert forecast.histogram[forecast.bucket] == max(forecast.histogram)
 
 
 def test_observed_prompt_is_answered_from_the_cache(predictor: Predictor) -> None:
