@@ -14,7 +14,7 @@ paper, all with max batch size 4:
 The queue order is the shared ``forethought.queueing`` policy built by name: ``fcfs``, or ``ssjf`` keyed
 by the forecast (SSJF), the forecast with aging (section 6), or the true length (oracle SJF).
 
-    forethought bench ssjf [--model DIR] [--requests 1000] [--continuous-requests 300] [--loads 0.6,0.8,0.95,1.2]
+    forethought bench ssjf [--model DIR] [--requests 1000] [--continuous-requests N] [--loads 0.6,0.8,0.95,1.2]
     forethought bench ssjf --castillo FILE [--model DIR] ...
 
 ``--castillo FILE`` takes the requests from CASTILLO-format labels instead: (prompt, model) pairs of the
@@ -254,8 +254,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--model", type=Path, default=None,
                         help="predictor artifact folder (default: the fine-tuned one if trained, else the shipped one)")
     parser.add_argument("--requests", type=int, default=1000)
-    parser.add_argument("--continuous-requests", type=int, default=300,
-                        help="requests replayed in the continuous-batching simulator (it steps every iteration)")
+    parser.add_argument("--continuous-requests", type=int, default=0,
+                        help="requests replayed in the continuous-batching simulator (0: all of --requests, as the other modes)")
     parser.add_argument("--loads", default="0.6,0.8,0.95,1.2", help="offered load, share of FCFS capacity")
     parser.add_argument("--profile", default="llama-7b-a100", help="cost-model profile of the served model")
     parser.add_argument("--max-batch", type=int, default=4, help="the paper's max batch size")
@@ -271,6 +271,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-output-tokens", type=int, default=2048, help="--castillo: cap on a request's true length")
     add_output_argument(parser, "ssjf")
     args = parser.parse_args(argv)
+    if args.continuous_requests < 0:
+        parser.error("--continuous-requests must be >= 0 (0: all of --requests)")
     if args.castillo is not None and args.out == RESULTS_ROOT / "ssjf":
         args.out = RESULTS_ROOT / "ssjf" / "castillo"
     return args
@@ -305,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     runs = [(mode, load) for mode in MODES for load in loads]
-    replayed = {mode: jobs[: args.continuous_requests] if mode == "continuous batching" else jobs for mode in MODES}
+    replayed = {mode: jobs[: args.continuous_requests or None] if mode == "continuous batching" else jobs for mode in MODES}
     capacity = {mode: saturated_throughput(mode, replayed[mode], args) for mode in MODES}
     results: dict[tuple[str, float], list[tuple[float, float]]] = {}
     for mode, load in progress(runs, "replaying", total=len(runs)):
@@ -328,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     source = (f"CASTILLO validate (prompt, model) requests of {len(set(job.model for job in jobs))} models, one answer each "
               f"(capped at {args.max_output_tokens} tokens)" if args.castillo is not None else "held-out ShareGPT requests")
     preamble = (
-        f"{len(jobs)} {source} ({args.continuous_requests} of them in continuous batching), "
+        f"{len(jobs)} {source} ({len(replayed['continuous batching'])} of them in continuous batching), "
         f"forecasts from `{args.model.name}` (v{artifact_version(args.model)}), "
         f"Azure conv arrivals, profile `{args.profile}`, max batch {args.max_batch}, batch wait {args.batch_wait_s} s, "
         f"aging {args.aging_rate} tokens/s."

@@ -69,6 +69,12 @@ def test_rt_arrivals_benchmark_refuses_bad_settings_naming_the_flag(flag, tmp_pa
     assert exit_.value.code == 2 and flag[0] in capsys.readouterr().err
 
 
+def test_ssjf_benchmark_refuses_a_negative_continuous_request_count_naming_the_flag(tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        run_benchmark("ssjf", ["--continuous-requests", "-1", "--out", str(tmp_path)])
+    assert exit_.value.code == 2 and "--continuous-requests" in capsys.readouterr().err
+
+
 def test_overload_prompts_share_no_first_block_within_or_across_phases() -> None:
     from benchmarks.overload import request_of
 
