@@ -137,10 +137,10 @@ def pair_report(points: np.ndarray, sizes: Sequence[Sequence[int]], p90s: np.nda
     classes = []
     for percents in (SSJF_EDGE_PERCENTS, QUINTILE_PERCENTS):
         buckets = LengthBuckets(tuple(float(edge) for edge in np.percentile(samples, percents)))
-        forecast = (buckets.index(points) if spread is None
-                    else spread.histograms(np.log1p(points), buckets).argmax(axis=1))
-        classes.append((np.repeat(forecast, counts), buckets.index(samples)))
-    accuracies = [float(np.mean(forecast == truth)) for forecast, truth in classes]
+        predicted = (buckets.index(points) if spread is None
+                     else spread.histograms(np.log1p(points), buckets).argmax(axis=1))
+        classes.append((np.repeat(predicted, counts), buckets.index(samples)))
+    accuracies = [float(np.mean(predicted == truth)) for predicted, truth in classes]
     coverage = float("nan") if p90s is None else float(np.mean(samples <= np.repeat(np.asarray(p90s, float), counts)))
     means = np.asarray([np.mean(row) for row in sizes])
     return PairReport(
