@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from forethought.costmodel import get_profile
+from forethought.sim.config import build_simulator
 from forethought.workloads.azure import azure_arrivals
+from forethought.workloads.workload import TokenSegment, TraceRequest, Workload
 
 from benchmarks.e2 import (
+    BOUND,
     CONVERSATION_TRACE,
     E2_HISTORY_WINDOW_S,
     ROUTERS,
@@ -18,6 +22,7 @@ from benchmarks.e2 import (
     Traces,
     build_workload,
     cluster_config,
+    contention_free_bound,
     conversation_trace,
     default_workloads,
     main,
@@ -38,14 +43,20 @@ def test_a_small_run_reports_every_router_with_hit_ratios_below_the_ideal(tmp_pa
     assert status == 0
     table = (tmp_path / "table.md").read_text()
     rows = table_rows(table, "toolprompt, 4/s per engine, 2 engines")
-    assert [row[0] for row in rows] == list(ROUTERS)
-    for row in rows:
+    assert [row[0] for row in rows] == [*ROUTERS, BOUND]
+    routers, bound = rows[:-1], rows[-1]
+    for row in routers:
         assert int(row[1]) == 40  # every request completed
         hit_ratio, ideal = float(row[6]), float(row[7])
         assert 0.0 < hit_ratio <= ideal <= 1.0
+        assert float(bound[2]) < float(row[2]) and float(bound[3]) <= float(row[3])  # no router beats the bound
+        excess_ttft, excess_after = (float(x) for x in row[10].split(" / "))
+        assert excess_ttft >= 0 and excess_after > 0
     round_robin = next(row for row in rows if row[0] == "round_robin")
-    assert round_robin[8:] == ["1.00x", "1.00x"]
-    assert table_rows(table, "Summary")[0][:3] == ["toolprompt", "4", "2"]
+    assert round_robin[8:10] == ["1.00x", "1.00x"]
+    summary = table_rows(table, "Summary")[0]
+    assert summary[:3] == ["toolprompt", "4", "2"]
+    assert summary[9] == f"{float(round_robin[2]) / float(bound[2]):.2f}x / {float(round_robin[3]) / float(bound[3]):.2f}x"
     assert (tmp_path / "latency_toolprompt_2.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -67,7 +78,7 @@ def test_a_threshold_sweep_writes_one_sensitivity_row_per_threshold(tmp_path: Pa
     assert [row[3] for row in sensitivity] == ["1.5", "1e+09"]
     assert {row[8] for row in sensitivity} == {"weighted"}  # the best non-E2 router, round-robin aside
     runs = table_rows(table, "toolprompt, 4/s per engine, 2 engines")
-    assert [row[0] for row in runs] == ["e2 Th_bal=1.5", "e2 Th_bal=1e+09", "weighted", "round_robin"]
+    assert [row[0] for row in runs] == ["e2 Th_bal=1.5", "e2 Th_bal=1e+09", "weighted", "round_robin", BOUND]
     assert all(int(row[1]) == 40 for row in runs)
 
 
@@ -81,7 +92,7 @@ def test_azure_tool_serves_the_tool_prompts_at_the_azure_code_arrivals(tmp_path:
                    "--routers", "e2,weighted", "--out", str(tmp_path)])
     assert status == 0
     rows = table_rows((tmp_path / "table.md").read_text(), "azure-tool, 4/s per engine, 2 engines")
-    assert [(row[0], int(row[1])) for row in rows] == [("e2", 40), ("weighted", 40), ("round_robin", 40)]
+    assert [(row[0], int(row[1])) for row in rows] == [("e2", 40), ("weighted", 40), ("round_robin", 40), (BOUND, 40)]
 
 
 def write_trace(path: Path, count: int) -> Path:
@@ -122,6 +133,22 @@ def test_a_quick_run_of_the_real_trace_reports_a_table_per_rate(tmp_path: Path) 
     means = []
     for rate in ("0.05", "0.1", "0.2"):
         rows = table_rows(table, f"mooncake-trace, {rate}/s per engine, 4 engines")
-        assert [(row[0], int(row[1])) for row in rows] == [("e2", 100), ("round_robin", 100)]  # --quick: 100
+        assert [(row[0], int(row[1])) for row in rows] == [("e2", 100), ("round_robin", 100), (BOUND, 100)]  # --quick
         means.append(float(rows[1][2]))
     assert len(set(means)) == 3  # three loads, three different round-robin latencies
+
+
+def test_the_bound_serves_each_request_alone_with_every_earlier_prefix_cached() -> None:
+    shared = TokenSegment("tool", 1, 1024)
+    first = TraceRequest("first", 0.0, (shared, TokenSegment("query", 1, 100)), output_tokens=50)
+    second = TraceRequest("second", 0.0, (shared, TokenSegment("query", 2, 100)), output_tokens=50)
+    config = cluster_config(Scenario("toolprompt", 4.0), 2, RouterRun("round_robin", "round_robin", {}))
+    bound = contention_free_bound(Workload(requests=(first, second)), config)
+    together = build_simulator(Workload(requests=(first, second)), replace(config, engines=1)).run()
+    for record in together.records:  # served side by side, each takes longer than alone
+        assert record.jct_s > bound[record.request_id].jct_s
+    alone = build_simulator(Workload(requests=(first,)), replace(config, engines=1)).run().records[0]
+    assert bound["first"].jct_s == pytest.approx(alone.jct_s)
+    assert bound["first"].cached_prompt_tokens == 0
+    assert bound["second"].cached_prompt_tokens == 1024  # the first one's prefix, whole blocks
+    assert bound["second"].ttft_s < bound["first"].ttft_s
