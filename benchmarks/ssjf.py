@@ -12,7 +12,9 @@ paper, all with max batch size 4:
 - continuous batching: the cluster simulator with one engine core (iteration-level batching, Orca).
 
 The queue order is the shared ``forethought.queueing`` policy built by name: ``fcfs``, or ``ssjf`` keyed
-by the forecast (SSJF), the forecast with aging (section 6), or the true length (oracle SJF).
+by the forecast (SSJF), the forecast with aging (section 6), or the true length (oracle SJF); on CASTILLO
+labels also by the mean of the pair's answers (pair-mean SJF: a perfect forecast from the prompt alone,
+whose gap to the oracle is the answers' own spread, which no predictor can close).
 
     forethought bench ssjf [--model DIR] [--requests 1000] [--continuous-requests N] [--loads 0.6,0.8,0.95,1.2]
     forethought bench ssjf --castillo FILE [--model DIR] ...
@@ -71,19 +73,26 @@ class Job:
     output_tokens: int
     forecast_tokens: float
     model: str = ""
+    expected_tokens: float | None = None  # CASTILLO: the mean of the pair's answers (capped as the true length)
 
 
 @dataclass(frozen=True)
 class Scheduler:
-    """A queue order, and which length it sorts by."""
+    """A queue order, and which length it sorts by: the ``forecast``, the ``truth`` (oracle SJF), or the
+    ``pair mean`` (the mean of the prompt's answers: the best a forecast from the prompt alone can know)."""
 
     label: str
     policy: str
-    use_truth: bool = False
+    sort_by: str = "forecast"
     aging_rate: float = 0.0
 
     def key_tokens(self, job: Job) -> float:
-        return float(job.output_tokens) if self.use_truth else job.forecast_tokens
+        if self.sort_by == "truth":
+            return float(job.output_tokens)
+        if self.sort_by == "pair mean":
+            assert job.expected_tokens is not None  # NOTE: only CASTILLO jobs get this scheduler
+            return job.expected_tokens
+        return job.forecast_tokens
 
 
 def static_batch_duration_s(profile: CostProfile, jobs: Sequence[Job]) -> float:
@@ -210,7 +219,7 @@ def castillo_jobs(model_dir: Path, path: Path, count: int, seed: int, max_output
     forecasts, _ = pair_forecasts(forecaster, pairs, progress=True)
     return [
         Job(f"req-{index}", 0.0, max(pair.input_tokens, 1), min(int(rng.choice(pair.output_sizes)), max_output_tokens),
-            float(forecast), pair.model)
+            float(forecast), pair.model, float(np.minimum(pair.output_sizes, max_output_tokens).mean()))
         for index, (pair, forecast) in enumerate(zip(pairs, forecasts))
     ]
 
@@ -296,14 +305,20 @@ def main(argv: list[str] | None = None) -> int:
         Scheduler("FCFS", "fcfs"),
         Scheduler("SSJF", "ssjf"),
         Scheduler("SSJF+aging", "ssjf", aging_rate=args.aging_rate),
-        Scheduler("oracle SJF", "ssjf", use_truth=True),
+        Scheduler("oracle SJF", "ssjf", sort_by="truth"),
     ]
+    # With the pair's answers known (CASTILLO), the ceiling of any forecast from the prompt: SJF by their mean.
+    ceiling = all(job.expected_tokens is not None for job in jobs)
+    if ceiling:
+        schedulers.append(Scheduler("pair-mean SJF", "ssjf", sort_by="pair mean"))
+    ceiling_column = ["pair-mean / oracle"] if ceiling else []
     table = ResultTable(
         ["mode", "load", "rate (req/s)", *(f"{s.label} mean JCT (s)" for s in schedulers),
-         "SSJF vs FCFS", "SSJF / oracle", "p99 FCFS", "p99 SSJF", "p99 SSJF+aging"],
+         "SSJF vs FCFS", "SSJF / oracle", *ceiling_column, "p99 FCFS", "p99 SSJF", "p99 SSJF+aging"],
         title="Mean job completion time",
     )
-    summary = ResultTable(["mode", "loads", "SSJF JCT reduction", "oracle JCT reduction", "SSJF / oracle"], title="Averaged over loads")
+    summary = ResultTable(["mode", "loads", "SSJF JCT reduction", "oracle JCT reduction", "SSJF / oracle",
+                           *ceiling_column], title="Averaged over loads")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     runs = [(mode, load) for mode in MODES for load in loads]
@@ -316,14 +331,16 @@ def main(argv: list[str] | None = None) -> int:
         results[(mode, load)] = [jct_summary(placed, mode_finish_times(mode, placed, s, args)) for s in schedulers]
         means = [mean for mean, _ in results[(mode, load)]]
         p99 = [tail for _, tail in results[(mode, load)]]
-        table.add(mode, load, rate, *means, f"{1 - means[1] / means[0]:.1%}", means[1] / means[3], p99[0], p99[1], p99[2])
+        table.add(mode, load, rate, *means, f"{1 - means[1] / means[0]:.1%}", means[1] / means[3],
+                  *([means[4] / means[3]] if ceiling else []), p99[0], p99[1], p99[2])
     for mode in MODES:
         means = np.asarray([[mean for mean, _ in results[(mode, load)]] for load in loads])
         for regime, chosen in (("< 1", [load < 1 for load in loads]), (">= 1", [load >= 1 for load in loads])):
             if any(chosen):
                 picked = means[np.asarray(chosen)]
                 summary.add(mode, regime, f"{np.mean(1 - picked[:, 1] / picked[:, 0]):.1%}",
-                            f"{np.mean(1 - picked[:, 3] / picked[:, 0]):.1%}", float(np.mean(picked[:, 1] / picked[:, 3])))
+                            f"{np.mean(1 - picked[:, 3] / picked[:, 0]):.1%}", float(np.mean(picked[:, 1] / picked[:, 3])),
+                            *([float(np.mean(picked[:, 4] / picked[:, 3]))] if ceiling else []))
         series = [LineSeries(s.label, loads, means[:, i].tolist()) for i, s in enumerate(schedulers)]
         line_plot(out / f"jct_{mode.replace(' ', '_')}.png", series, f"Mean JCT, {mode}",
                   "offered load (share of FCFS capacity)", "mean JCT (s)")
