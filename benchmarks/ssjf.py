@@ -372,20 +372,26 @@ def kendall_tau(jobs: Sequence[Job]) -> float:
 def noise_sweep(
     jobs: Sequence[Job], base_arrivals: np.ndarray, capacity: dict[str, float], loads: Sequence[float], args: argparse.Namespace
 ) -> list[ResultTable]:
-    """SSJF's JCT reduction against the forecasts' Kendall tau, in the static-batch modes: how good a
-    ranking the aims need, separating the predictor's share of the gap from the set-up's."""
+    """SSJF's JCT reduction against the forecasts' Kendall tau in every mode: how good a ranking the aims
+    need, separating the predictor's share of the gap from the set-up's. Beside this predictor: the
+    pair mean of the answers (CASTILLO), the truth with log-normal noise, and the truth (oracle SJF)."""
     sigmas = [float(value) for value in args.noise_sigmas.split(",") if value.strip()]
     if not sigmas:
         return []
     rng = np.random.default_rng(args.seed)
     predictors = [("this predictor", list(jobs))]
+    if all(job.expected_tokens is not None for job in jobs):
+        predictors.append(("pair mean of the answers", [replace(job, forecast_tokens=job.expected_tokens) for job in jobs]))
     predictors += [(f"truth x lognormal({sigma})", with_noisy_forecasts(jobs, sigma, rng)) for sigma in sigmas]
-    table = ResultTable(["forecasts", "Kendall tau", *(f"{mode}, load {load}" for mode in MODES[:2] for load in loads)],
+    predictors.append(("truth (oracle SJF)", [replace(job, forecast_tokens=float(job.output_tokens)) for job in jobs]))
+    table = ResultTable(["forecasts", "Kendall tau", *(f"{mode}, load {load}" for mode in MODES for load in loads)],
                         title="SSJF JCT reduction vs FCFS by forecast quality")
-    def placed(forecast_jobs: Sequence[Job], mode: str, load: float) -> list[Job]:
-        return at_arrivals(forecast_jobs, base_arrivals[: len(forecast_jobs)] / (load * capacity[mode]))
 
-    runs = [(mode, load) for mode in MODES[:2] for load in loads]
+    def placed(forecast_jobs: Sequence[Job], mode: str, load: float) -> list[Job]:
+        replayed = forecast_jobs[: args.continuous_requests or None] if mode == "continuous batching" else forecast_jobs
+        return at_arrivals(replayed, base_arrivals[: len(replayed)] / (load * capacity[mode]))
+
+    runs = [(mode, load) for mode in MODES for load in loads]
     fcfs_scheduler = Scheduler("FCFS", "fcfs")
     fcfs = {(mode, load): jct_summary(placed(jobs, mode, load), mode_finish_times(mode, placed(jobs, mode, load), fcfs_scheduler, args))[0]
             for mode, load in runs}
@@ -395,7 +401,7 @@ def noise_sweep(
             jobs_at = placed(forecast_jobs, mode, load)
             mean = jct_summary(jobs_at, mode_finish_times(mode, jobs_at, Scheduler("SSJF", "ssjf"), args))[0]
             cells[(name, mode, load)] = f"{1 - mean / fcfs[(mode, load)]:.1%}"
-        table.add(name, kendall_tau(forecast_jobs), *(cells[(name, mode, load)] for mode in MODES[:2] for load in loads))
+        table.add(name, kendall_tau(forecast_jobs), *(cells[(name, mode, load)] for mode, load in runs))
     return [table]
 
 
