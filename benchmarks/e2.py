@@ -23,7 +23,8 @@ ratio next to the ideal of an infinite cache (every block seen before is a hit).
 the contention-free bound: each request alone on an idle engine that caches every prefix served before it,
 a latency no placement can beat, so round-robin's latency over it is the largest gain any router can show.
 Runs are 1,000 requests (500 ShareGPT turns) so the caches and queues reach a steady state, as Preble
-measures after the system is stable. E2's prefill and decode time functions are the simulated engines' cost profile. Run:
+measures after the system is stable. E2's prefill and decode time functions are the simulated engines'
+cost profile. Run:
 ``forethought bench e2`` (``--quick`` for a smoke run, ``--requests``, ``--engines``, ``--routers``,
 ``--workloads``, ``--rates``). ``--e2-rebalance-thresholds 1.15,1.5,2`` runs E2 once per Th_bal (the
 baselines once) and writes a sensitivity table in place of the summary.
@@ -131,7 +132,7 @@ class RunResult:
     hit_ratio: float
     ideal_hit_ratio: float
     excess_ttft_s: float  # mean over requests: TTFT beyond the contention-free bound's
-    excess_decode_s: float  # mean over requests: time after the first token beyond the bound's
+    excess_after_ttft_s: float  # mean over requests: time after the first token beyond the bound's
 
 
 def zipf_weights(count: int, exponent: float) -> np.ndarray:
@@ -275,11 +276,11 @@ def run_result(served: SimulationResult, bound: dict[str, RequestRecord], scenar
                label: str, ideal: float) -> RunResult:
     metrics = served.metrics().overall
     excess_ttft = [r.ttft_s - bound[r.request_id].ttft_s for r in served.records]
-    excess_decode = [(r.jct_s - r.ttft_s) - (bound[r.request_id].jct_s - bound[r.request_id].ttft_s)
+    excess_after_ttft = [(r.jct_s - r.ttft_s) - (bound[r.request_id].jct_s - bound[r.request_id].ttft_s)
                      for r in served.records]
     return RunResult(scenario.name, scenario.rate_per_engine, engines, label, metrics.count, metrics.jct_s.mean,
                      metrics.jct_s.p99, metrics.ttft_s.mean, metrics.ttft_s.p99, metrics.prefix_hit_ratio, ideal,
-                     float(np.mean(excess_ttft)), float(np.mean(excess_decode)))
+                     float(np.mean(excess_ttft)), float(np.mean(excess_after_ttft)))
 
 
 def bound_result(bound: dict[str, RequestRecord], served: SimulationResult, scenario: Scenario,
@@ -353,7 +354,7 @@ def results_table(results: Sequence[RunResult], scenario: Scenario, engines: int
     for r in rows:
         table.add(r.router, r.completed, r.mean_latency_s, r.p99_latency_s, r.mean_ttft_s, r.p99_ttft_s,
                   r.hit_ratio, r.ideal_hit_ratio, f"{baseline.mean_latency_s / r.mean_latency_s:.2f}x",
-                  f"{baseline.p99_latency_s / r.p99_latency_s:.2f}x", f"{r.excess_ttft_s:.3g} / {r.excess_decode_s:.3g}")
+                  f"{baseline.p99_latency_s / r.p99_latency_s:.2f}x", f"{r.excess_ttft_s:.3g} / {r.excess_after_ttft_s:.3g}")
     return table
 
 
