@@ -28,16 +28,14 @@ def validate(request: scheduler_pb2.GenerateRequest) -> None:
     """Raises InvalidField naming the first field that breaks its rule, before any work is done.
 
     The prompt's forms and the application fields are the front door's own; the rest are the request rules
-    of ``forethought.domain``, which the tokenized request meets again in ``generation_of``.
+    of ``forethought.domain``, which the prompt's token ids meet in ``generation_of``.
     """
     require(bool(request.model), "model", "must be non-empty")
     which = request.WhichOneof("prompt")
     require(which is not None, "prompt", "one of text, token_ids or chat is required")
     if which == "text":
         require(bool(request.text), "text", "must be non-empty")
-    elif which == "token_ids":
-        validate_prompt(request.token_ids.ids, "token_ids.ids")
-    else:
+    elif which == "chat":
         require(len(request.chat.messages) > 0, "chat.messages", "must be non-empty")
     validate_terms(request.max_tokens, convert.sampling_from_proto(request.sampling), request.slo.ttft_s, request.slo.tpot_s)
     if request.service_class == common_pb2.SERVICE_CLASS_REAL_TIME:
@@ -62,10 +60,10 @@ def forecast_prompt(request: scheduler_pb2.GenerateRequest) -> ForecastPrompt:
 def generation_of(request: scheduler_pb2.GenerateRequest, request_id: str, token_ids: list[int]) -> GenerationRequest:
     """The engine request of a front-door request ``validate`` passed, whose prompt is now ``token_ids``.
 
-    ``validate`` checked the terms and a token-id prompt; only a prompt the tokenizer made is checked here.
+    ``validate`` checked the terms; the prompt's ids are checked here, once they are a list: reading a
+    protobuf repeated field element by element costs several times a list's pass.
     """
-    if request.WhichOneof("prompt") != "token_ids":
-        validate_prompt(token_ids)
+    validate_prompt(token_ids, "token_ids.ids" if request.WhichOneof("prompt") == "token_ids" else "prompt_token_ids")
     return GenerationRequest(
         request_id=request_id, prompt_token_ids=tuple(token_ids), max_tokens=request.max_tokens,
         service_class=convert.service_class_from_proto(request.service_class),
