@@ -144,6 +144,10 @@ class SchedulerShell:
         self._redis = aioredis.from_url(settings.redis_url)
         self._registry = WorkerRegistry(self._redis, settings.namespace, ttl_s=settings.heartbeat_ttl_s)
         self._index = RedisPrefixIndex(self._redis, settings.namespace)
+        # Matches get a connection pool of their own without redis-py's per-command timeout (a task per
+        # command): the placement loop bounds every match by --index-timeout-s itself.
+        self._match_redis = aioredis.from_url(settings.redis_url, socket_timeout=None)
+        self._match_index = RedisPrefixIndex(self._match_redis, settings.namespace)
         self._tenants = settings.tenants()
         tls = channel_tls_of(settings)  # TLS to every service it calls when set
         self._pool = WorkerPool(tls=tls)
@@ -163,7 +167,7 @@ class SchedulerShell:
 
     def register(self, server: grpc.aio.Server) -> None:
         tokenizer = tokenizer_pb2_grpc.TokenizerServiceStub(self._tokenizer_channel) if self._tokenizer_channel else None
-        self.placement = PlacementLoop(dispatcher_factory(self._settings), self._index.match_many,
+        self.placement = PlacementLoop(dispatcher_factory(self._settings), self._match_index.match_many,
                                        index_timeout_s=self._settings.index_timeout_s)
         self._forecasts = ForecastClient(self._settings.predictor_address, self._settings.predictor_timeout_s,
                                          tls=self._tls)
@@ -219,6 +223,7 @@ class SchedulerShell:
         if self._demand_channel is not None:
             await self._demand_channel.close()
         await self._redis.aclose()
+        await self._match_redis.aclose()
 
     async def _refresh_workers(self) -> None:
         assert self.placement is not None
