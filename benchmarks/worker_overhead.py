@@ -365,7 +365,7 @@ def _profile_steps(args: argparse.Namespace) -> int:
         engine_args,
         start_environment,
     )
-    from forethought.backends.vllm.cpu_dtype import read_cpu_flags, resolve_dtype
+    from forethought.backends.vllm.cpu_dtype import resolve_dtype
     from forethought.models import resolve_model
     from vllm import SamplingParams as VllmSamplingParams
     from vllm.inputs import TokensPrompt
@@ -379,7 +379,7 @@ def _profile_steps(args: argparse.Namespace) -> int:
     os.environ.update(start_environment(options, on_cpu=True, usable_cpus=len(os.sched_getaffinity(0))))
     # torch read OMP_NUM_THREADS when it loaded, before the line above could set it.
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", torch.get_num_threads())))
-    dtype = resolve_dtype(options.dtype, read_cpu_flags(), on_cpu=True)
+    dtype = resolve_dtype(options.dtype, on_cpu=True)
     endpoint = f"ipc:///tmp/forethought-profile-{uuid.uuid4().hex[:8]}"
     engine = LLMEngine.from_engine_args(engine_args(options, resolve_model(args.model), dtype, endpoint))
     table = ResultTable(

@@ -6,7 +6,7 @@ automatic prefix caching, abort on cancel, usage with cached prompt tokens and m
 chunk. Load comes from a stat logger vLLM calls every step; prefix state from vLLM's KV cache events,
 re-hashed into the project's chained block hashes (``vllm_events``). What of BROS this can honour is
 written down in ``docs/vllm.md``. On a CPU the model runs in the engine-core process (``uni`` executor),
-in float32 unless the processor has native bf16 (``cpu_dtype``), on every usable CPU but one.
+in float32 unless the operator asks for another dtype (``cpu_dtype``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from forethought.backends.vllm.bros_scheduler import slo_extra_args
-from forethought.backends.vllm.cpu_dtype import AUTO, read_cpu_flags, resolve_dtype
+from forethought.backends.vllm.cpu_dtype import AUTO, resolve_dtype
 from forethought.backends.vllm.events import KvEventSubscriber, KvEventTranslator
 from forethought.backends.vllm.stats import LoadMonitor
 from forethought.domain import (
@@ -67,7 +67,7 @@ class VllmEngineOptions:
     block_size: int = 32
     index_block_size: int = 16
     dtype: str = AUTO
-    """``"auto"``: float32 on a CPU without native bf16, bfloat16 on one with it, vLLM's choice on a GPU."""
+    """``"auto"``: float32 on a CPU, vLLM's choice on a GPU."""
     enforce_eager: bool = True
     max_num_seqs: int = 64
     enable_lora: bool = False
@@ -249,7 +249,7 @@ class VllmEngineBackend:
         endpoint = f"ipc://{self._kv_socket}"
         # The first use of a known model name converts it (about 20 s): also off the event loop.
         model_path = await asyncio.to_thread(resolve_model, self.options.model)
-        self.dtype = resolve_dtype(self.options.dtype, read_cpu_flags(), current_platform.is_cpu())
+        self.dtype = resolve_dtype(self.options.dtype, current_platform.is_cpu())
         args = engine_args(self.options, model_path, self.dtype, endpoint)
         monitor = self._monitor
 

@@ -68,8 +68,7 @@ class Settings(ServiceSettings):
     vllm_kv_cache_gib: float = option(1.0, "vLLM on CPU: KV cache space in GiB")
     vllm_max_model_len: int = option(2048, "vLLM: longest prompt plus output, in tokens")
     vllm_dtype: str = option(
-        "auto", "vLLM: compute dtype; auto = bfloat16 on a CPU with native bf16, float32 on other CPUs, "
-        "the model's own on a GPU (docs/vllm.md)"
+        "auto", "vLLM: compute dtype; auto = float32 on a CPU, the model's own on a GPU (docs/vllm.md)"
     )
     vllm_enable_lora: bool = option(False, "vLLM: serve LoRA adapters (needed to prewarm them)")
     vllm_bros_scheduler: bool = option(False, "vLLM: BROS priority packing and adaptive batch size (docs/vllm.md)")
