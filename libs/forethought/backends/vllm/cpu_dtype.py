@@ -14,11 +14,8 @@ AUTO = "auto"
 """Resolve at engine start: float32 on a CPU, vLLM's own choice on a GPU."""
 
 
-def choose_dtype(on_cpu: bool) -> str:
-    """``"float32"`` on a CPU, ``"auto"`` (vLLM's choice) off it."""
-    return "float32" if on_cpu else AUTO
-
-
 def resolve_dtype(requested: str, on_cpu: bool) -> str:
-    """``requested`` unchanged unless it is ``"auto"``, which becomes ``choose_dtype(on_cpu)``."""
-    return choose_dtype(on_cpu) if requested == AUTO else requested
+    """``requested`` unchanged unless it is ``"auto"``: then float32 on a CPU, ``"auto"`` off it."""
+    if requested != AUTO:
+        return requested
+    return "float32" if on_cpu else AUTO
