@@ -19,7 +19,7 @@ import grpc
 import pytest
 from forethought.cluster.redis_server import free_port, start_redis
 from forethought.domain.block_hashes import chained_block_hashes
-from forethought.rpc.errors import rich_status_of
+from forethought.rpc.errors import Unavailable, rich_status_of
 from forethought.services.scheduler.requests import StreamDetokenizer
 from forethought.v1 import (
     common_pb2,
@@ -373,6 +373,20 @@ async def test_the_text_a_stream_ends_in_the_middle_of_a_character_is_not_lost(s
         streamed = [await whole(ids[:1]), await whole(ids[1:], last=True)]
     assert (held_back, at_the_end) == ("", "ok\ufffd")
     assert "".join(streamed) == "ok🎉"
+
+
+async def test_a_detokenize_stream_the_tokenizer_already_ended_is_reported_unavailable(start_service):
+    tokenizer = start_service("tokenizer")
+    async with grpc.aio.insecure_channel(tokenizer.address) as channel:
+        stub = tokenizer_pb2_grpc.TokenizerServiceStub(channel)
+        reply = await stub.Tokenize(tokenizer_pb2.TokenizeRequest(model=MODEL, texts=["Hello there"]), timeout=10)
+        ids = list(reply.token_ids[0].ids)
+        detokenize = StreamDetokenizer(stub, MODEL)
+        assert await detokenize(ids[:1]) == "Hello"
+        tokenizer.process.kill()
+        await detokenize._call.code()  # the call has ended before the next token reaches it
+        with pytest.raises(Unavailable, match="tokenizer failed while detokenizing the stream: UNAVAILABLE"):
+            await detokenize(ids[1:])
 
 
 def test_text_streams_through_the_tokenizer_and_losing_it_is_not_blamed_on_the_worker(start_service):

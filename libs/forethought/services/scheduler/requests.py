@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 
 from forethought.domain import (
@@ -165,6 +167,9 @@ class StreamDetokenizer:
                     texts.append(reply.text)
         except (grpc.aio.AioRpcError, grpc.aio.UsageError) as error:
             raise Unavailable(f"tokenizer failed while detokenizing the stream: {error}; retry") from error
+        except asyncio.InvalidStateError as error:  # the call ended between two tokens: its status says why
+            raise Unavailable(f"tokenizer failed while detokenizing the stream: {(await self._call.code()).name}: "
+                              f"{await self._call.details()}; retry") from error
         return "".join(texts)
 
     async def aclose(self) -> None:
