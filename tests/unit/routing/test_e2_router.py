@@ -61,10 +61,10 @@ def test_prefix_sharing_requests_exploit_the_caching_worker() -> None:
 
 def test_without_a_minimum_gap_any_load_against_an_idle_worker_counts_as_imbalance() -> None:
     router = make_e2(3, rebalance_min_gap_s=0.0)
-    router.choose(make_request("busy", 10), now=0.0)  # w0 carries 0.16 s
+    router.choose(make_request("busy", 10), now=0.0)  # w0 carries 0.16 s placed in H, and still waiting
     chosen = router.choose(make_request("r2", 4, prefix=7, cached={"w0": 3}), now=1.0)
     assert (chosen, router.last_decision.phase) == ("w1", "rebalance")
-    assert router.last_decision.costs == {"w0": pytest.approx(0.176), "w1": pytest.approx(0.064)}
+    assert router.last_decision.costs == {"w0": pytest.approx(0.336), "w1": pytest.approx(0.064)}
 
 
 def test_rebalancing_never_shifts_a_request_that_would_make_the_light_worker_heavier() -> None:
@@ -77,10 +77,10 @@ def test_rebalancing_never_shifts_a_request_that_would_make_the_light_worker_hea
 
 def test_exploit_breaks_ties_between_holders_by_load_cost() -> None:
     router = make_e2(3)
-    router.choose(make_request("busy", 10), now=0.0)  # w0 carries 0.16 s
+    router.choose(make_request("busy", 10), now=0.0)  # w0 carries 0.16 s placed in H, and still waiting
     chosen = router.choose(make_request("r1", 4, cached={"w0": 3, "w1": 3}), now=1.0)
     assert chosen == "w1"
-    assert router.last_decision.costs == {"w0": pytest.approx(0.176), "w1": pytest.approx(0.016)}
+    assert router.last_decision.costs == {"w0": pytest.approx(0.336), "w1": pytest.approx(0.016)}
 
 
 def test_a_prefix_placed_but_not_yet_reported_cached_is_exploited_where_it_was_placed() -> None:
@@ -106,9 +106,9 @@ def test_explore_picks_the_least_load_cost_when_the_missed_part_dominates() -> N
     chosen = router.choose(make_request("c", 8, prefix=1, cached={"w0": 4}), now=0.2)  # 64 of 128 cached
     assert chosen == "w2"
     assert router.last_decision.phase == "explore"
-    assert router.last_decision.costs == {
-        "w0": pytest.approx(0.48 + 0.064),
-        "w1": pytest.approx(0.16 + 0.128),
+    assert router.last_decision.costs == {  # a's and b's prefill placed in H, and still waiting: twice
+        "w0": pytest.approx(2 * 0.48 + 0.064),
+        "w1": pytest.approx(2 * 0.16 + 0.128),
         "w2": pytest.approx(0.128),
     }
 
@@ -140,8 +140,10 @@ def test_a_decode_heavy_worker_takes_the_next_uncached_prompt() -> None:
 def test_load_leaves_the_history_window() -> None:
     router = make_e2(2, history_window_s=180.0)
     router.choose(make_request("a", 10), now=0.0)
+    router.observe_ttft("a", 0.2, now=0.2)
     assert router.window_load("w0") == pytest.approx(0.16)
     router.choose(make_request("b", 1), now=180.5)
+    router.observe_ttft("b", 0.1, now=180.6)
     assert router.window_load("w0") == pytest.approx(0.016)  # only b's own prefill is left
 
 
@@ -183,7 +185,8 @@ def test_decode_load_counts_requests_in_flight_at_the_iteration_time_of_their_ba
     router.choose(make_request("a", 1), now=0.0)
     router.choose(make_request("b", 1), now=0.0)
     context = 2 * 16 + 2 * 45 / 2  # both prompts, and half the decode each on average
-    assert router.window_load("w0") == pytest.approx(2 * 0.016 + 2 * 45 * (0.01 + 1e-5 * int(context)))
+    prefill = 2 * 0.016 * 2  # placed in H, and still waiting
+    assert router.window_load("w0") == pytest.approx(prefill + 2 * 45 * (0.01 + 1e-5 * int(context)))
 
 
 def test_observed_output_lengths_replace_the_default_decode_length() -> None:
@@ -226,6 +229,20 @@ def test_a_worker_holding_unfinished_work_looks_heavier_than_one_that_finished_i
     assert router.choose(make_request("new", 8, prefix=10), now=1.5) == "w1"
 
 
+def test_a_worker_whose_placed_prompts_still_wait_for_prefill_looks_heavier_than_one_that_started_them() -> None:
+    # The loss this guards against: the window sum counts a placed prefill alike whether it already ran
+    # or still queues, so on the Mooncake trace long prompts kept landing behind queued ones.
+    router = make_e2(2, decode_s=0.01, rebalance_threshold=1e9)
+    router.choose(make_request("started", 10), now=0.0)  # w0: 0.16 s of prefill, then its first token
+    router.choose(make_request("waiting", 8), now=0.0)  # w1: 0.128 s, still queued
+    router.observe_ttft("started", 0.2, now=0.2)
+    assert router.window_load("w0") < router.window_load("w1")
+    assert router.choose(make_request("next", 4), now=0.3) == "w0"
+    waiting = router.window_load("w1")
+    router.observe_ttft("waiting", 0.4, now=0.4)
+    assert waiting - router.window_load("w1") == pytest.approx(0.128)  # its prefill is done; H still holds it
+
+
 def test_a_prompt_that_does_not_fit_beside_the_requests_in_flight_waits_for_a_share_of_their_decode() -> None:
     router = make_e2(1, decode_s=0.01, capacity_blocks=100)
     router.choose(make_request("a", 40), now=0.0)
@@ -256,6 +273,8 @@ def test_explore_avoids_a_worker_whose_running_requests_hold_the_memory_a_prompt
     router.choose(make_request("held", 90, prefix=1, cached={"w0": 80}), now=1.0)
     router.choose(make_request("small", 30, prefix=2), now=1.0)
     assert (router.assignment("held").worker_id, router.assignment("small").worker_id) == ("w0", "w1")
+    router.observe_ttft("held", 0.5, now=1.5)
+    router.observe_ttft("small", 0.5, now=1.5)
     wait = router.memory_wait("w0", make_request("next", 30, prefix=3))
     assert wait > 0.0 and router.memory_wait("w1", make_request("next", 30, prefix=3)) == 0.0
     later = 40.0  # the prefill placed has left H (30 s), and with it every cached block's hits

@@ -1,8 +1,10 @@
 """E2's load cost ``L + M + P`` (and ``W``) of placing a request on a worker (Preble section 4.2, Algorithm 2).
 
 - ``L`` (``window_load``): the prefill time of the missed tokens of the requests placed on the worker
-  within the history window H (a running sum, as Preble's implementation keeps it), plus the decode
-  time of the requests still in flight there: each counts the average decode length of the requests
+  within the history window H (a running sum, as Preble's implementation keeps it), plus the prefill
+  time of those that have not produced their first token yet (the queue a request placed now waits
+  behind, which the window sum cannot tell from prefill already done), plus the decode time of the
+  requests still in flight there: each counts the average decode length of the requests
   finished within H, over all workers, at the time model's decode iteration for the worker's batch as
   it stands (Preble section 2.1, Figure 2: an iteration grows linearly with the context tokens it
   reads). Counting requests alone weighs a 1k-token and a 90k-token context alike; on the Mooncake
@@ -52,8 +54,9 @@ class LoadCost:
         return load + eviction + self.prefill_cost(missed) + self.memory_wait(worker, request)
 
     def window_load(self, worker: E2WorkerState) -> float:
-        """``L``: prefill time placed on the worker within H plus the decode time of its requests in flight."""
-        return worker.placed_prefill_s.total + self.decode_load(worker)
+        """``L``: prefill time placed on the worker within H, plus the prefill still waiting there, plus the
+        decode time of its requests in flight."""
+        return worker.placed_prefill_s.total + worker.waiting_prefill_total() + self.decode_load(worker)
 
     def decode_load(self, worker: E2WorkerState) -> float:
         """Decode time of the worker's requests in flight: each decodes the expected length in

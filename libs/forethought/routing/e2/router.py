@@ -166,11 +166,12 @@ class E2Router(LedgerRouter):
 
     def _record(self, request: RoutingRequest, assignment: Assignment, now: float) -> None:
         state = self._workers[assignment.worker_id]
-        state.placed_prefill_s.add(now, self.cost.prefill_cost(assignment.missed_tokens))
+        prefill_s = self.cost.prefill_cost(assignment.missed_tokens)
+        state.placed_prefill_s.add(now, prefill_s)
         self.cost.block_size = request.block_size  # M prices evicted blocks at the size placements use
         state.cache.touch(request.block_hashes, now, state.kv_capacity)
         exploited = prefix_key(request, assignment.cached_tokens) if assignment.cached_tokens > 0 else None
-        state.place(request.request_id, request.block_hashes, exploited)
+        state.place(request.request_id, request.block_hashes, exploited, prefill_s)
 
     def _finished(self, assignment: Assignment, now: float, output_tokens: int | None) -> None:
         self._workers[assignment.worker_id].release(assignment.request_id)
@@ -184,6 +185,7 @@ class E2Router(LedgerRouter):
             return
         holder = assignment.worker_id
         state = self._workers[holder]
+        state.started(request_id)
         key = state.requests[request_id].exploited_prefix
         if key is None:
             return

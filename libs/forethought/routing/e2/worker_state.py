@@ -122,6 +122,9 @@ class E2WorkerState:
     # though no cache event has reported them yet.
     placed_blocks: Counter[int] = field(default_factory=Counter)
     requests: dict[str, PlacedRequest] = field(default_factory=dict)
+    # Modelled prefill of the requests placed here that have not produced their first token: the queue
+    # a request placed now waits behind, which the window sum spreads over all of H.
+    waiting_prefill_s: dict[str, float] = field(default_factory=dict)
     ttfts: dict[int, deque[tuple[float, float]]] = field(default_factory=dict)  # exploited prefix -> (time, TTFT)
 
     @property
@@ -142,12 +145,23 @@ class E2WorkerState:
             depth += 1
         return depth
 
-    def place(self, request_id: str, prompt_blocks: tuple[int, ...], exploited_prefix: int | None) -> None:
+    def place(
+        self, request_id: str, prompt_blocks: tuple[int, ...], exploited_prefix: int | None, prefill_s: float
+    ) -> None:
         self.requests[request_id] = PlacedRequest(prompt_blocks, exploited_prefix)
         self.placed_blocks.update(prompt_blocks)
+        self.waiting_prefill_s[request_id] = prefill_s
+
+    def started(self, request_id: str) -> None:
+        """The request produced its first token: its prefill is done."""
+        self.waiting_prefill_s.pop(request_id, None)
+
+    def waiting_prefill_total(self) -> float:
+        return sum(self.waiting_prefill_s.values())
 
     def release(self, request_id: str) -> None:
         """Forgets a finished request."""
+        self.waiting_prefill_s.pop(request_id, None)
         placed = self.requests.pop(request_id, None)
         for block in placed.prompt_blocks if placed else ():
             self.placed_blocks[block] -= 1
