@@ -361,12 +361,16 @@ def test_with_the_prefix_index_frozen_or_down_placement_goes_on_by_load(start_se
     assert "prefix index unreachable" in front.log() and "prefix index reachable again" in front.log()
 
 
+async def token_ids_of(stub: tokenizer_pb2_grpc.TokenizerServiceStub, text: str) -> list[int]:
+    reply = await stub.Tokenize(tokenizer_pb2.TokenizeRequest(model=MODEL, texts=[text]), timeout=10)
+    return list(reply.token_ids[0].ids)
+
+
 async def test_the_text_a_stream_ends_in_the_middle_of_a_character_is_not_lost(start_service):
     tokenizer = start_service("tokenizer")
     async with grpc.aio.insecure_channel(tokenizer.address) as channel:
         stub = tokenizer_pb2_grpc.TokenizerServiceStub(channel)
-        reply = await stub.Tokenize(tokenizer_pb2.TokenizeRequest(model=MODEL, texts=["ok🎉"]), timeout=10)
-        ids = list(reply.token_ids[0].ids)
+        ids = await token_ids_of(stub, "ok🎉")
         cut_short, whole = StreamDetokenizer(stub, MODEL), StreamDetokenizer(stub, MODEL)
         held_back = await cut_short(ids[:-1])  # the stream stops inside the emoji
         at_the_end = await cut_short([], last=True)
@@ -379,8 +383,7 @@ async def test_a_detokenize_stream_the_tokenizer_already_ended_is_reported_unava
     tokenizer = start_service("tokenizer")
     async with grpc.aio.insecure_channel(tokenizer.address) as channel:
         stub = tokenizer_pb2_grpc.TokenizerServiceStub(channel)
-        reply = await stub.Tokenize(tokenizer_pb2.TokenizeRequest(model=MODEL, texts=["Hello there"]), timeout=10)
-        ids = list(reply.token_ids[0].ids)
+        ids = await token_ids_of(stub, "Hello there")
         detokenize = StreamDetokenizer(stub, MODEL)
         assert await detokenize(ids[:1]) == "Hello"
         tokenizer.process.kill()
