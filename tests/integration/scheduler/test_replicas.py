@@ -84,7 +84,8 @@ def test_a_replica_killed_under_load_loses_nothing(start_service) -> None:
     assert before_kill > 0 and after_kill > 0  # the survivor served the rest
     # Only streams the dead replica was relaying fail, each saying so; every other call was retried.
     assert set(counts) <= {"sent", "completed", "failed UNAVAILABLE"}
-    assert failed <= 6 and all(0 < delivered < 16 for delivered in cut_after)
+    # A replica killed after the last token but before the stream's status cuts a stream holding all 16.
+    assert failed <= 6 and all(0 < delivered <= 16 for delivered in cut_after)
 
 
 def _streaming(stub: scheduler_pb2_grpc.SchedulerServiceStub, request_id: str,
