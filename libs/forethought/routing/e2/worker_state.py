@@ -103,6 +103,9 @@ class PlacedRequest:
 
     prompt_blocks: tuple[int, ...]
     exploited_prefix: int | None  # the chained hash naming the cached prefix it exploited, if any
+    # Modelled prefill not yet done (0 from its first token): the queue a request placed now waits
+    # behind, which the window sum spreads over all of H.
+    waiting_prefill_s: float
 
 
 @dataclass
@@ -122,9 +125,6 @@ class E2WorkerState:
     # though no cache event has reported them yet.
     placed_blocks: Counter[int] = field(default_factory=Counter)
     requests: dict[str, PlacedRequest] = field(default_factory=dict)
-    # Modelled prefill of the requests placed here that have not produced their first token: the queue
-    # a request placed now waits behind, which the window sum spreads over all of H.
-    waiting_prefill_s: dict[str, float] = field(default_factory=dict)
     ttfts: dict[int, deque[tuple[float, float]]] = field(default_factory=dict)  # exploited prefix -> (time, TTFT)
 
     @property
@@ -148,20 +148,19 @@ class E2WorkerState:
     def place(
         self, request_id: str, prompt_blocks: tuple[int, ...], exploited_prefix: int | None, prefill_s: float
     ) -> None:
-        self.requests[request_id] = PlacedRequest(prompt_blocks, exploited_prefix)
+        self.requests[request_id] = PlacedRequest(prompt_blocks, exploited_prefix, prefill_s)
         self.placed_blocks.update(prompt_blocks)
-        self.waiting_prefill_s[request_id] = prefill_s
 
     def started(self, request_id: str) -> None:
         """The request produced its first token: its prefill is done."""
-        self.waiting_prefill_s.pop(request_id, None)
+        self.requests[request_id].waiting_prefill_s = 0.0
 
     def waiting_prefill_total(self) -> float:
-        return sum(self.waiting_prefill_s.values())
+        """Modelled prefill of the requests placed here that have not produced their first token."""
+        return sum(placed.waiting_prefill_s for placed in self.requests.values())
 
     def release(self, request_id: str) -> None:
         """Forgets a finished request."""
-        self.waiting_prefill_s.pop(request_id, None)
         placed = self.requests.pop(request_id, None)
         for block in placed.prompt_blocks if placed else ():
             self.placed_blocks[block] -= 1
