@@ -330,17 +330,26 @@ def threshold_label(threshold: float) -> str:
     return f"e2 Th_bal={threshold:g}"
 
 
-def cluster_config(scenario: Scenario, engines: int, run: RouterRun) -> ClusterConfig:
+def cluster_config(scenario: Scenario, engines: int, run: RouterRun, kv_capacity_tokens: int | None = None) -> ClusterConfig:
     """The real trace's engines hold the profile's stated KV capacity (111,616 tokens: its prompts average
-    12k tokens, so 4,096 blocks would hold about five); the synthetic workloads' hold ``KV_BLOCKS``."""
+    12k tokens, so 4,096 blocks would hold about five); the synthetic workloads' hold ``KV_BLOCKS``;
+    ``kv_capacity_tokens`` overrides both."""
     return ClusterConfig(engines=engines, profile=PROFILE, engine=EngineConfig(num_blocks=KV_BLOCKS, block_size=BLOCK_SIZE),
-                         use_profile_capacity=scenario.name == "mooncake-trace", router=run.router,
-                         router_options=run.options,
-                         queue_policy="fcfs")
+                         use_profile_capacity=scenario.name == "mooncake-trace", kv_capacity_tokens=kv_capacity_tokens,
+                         router=run.router, router_options=run.options, queue_policy="fcfs")
 
 
-def run_one(workload: Workload, scenario: Scenario, engines: int, run: RouterRun) -> SimulationResult:
-    return build_simulator(workload, cluster_config(scenario, engines, run)).run()
+def run_one(workload: Workload, scenario: Scenario, engines: int, run: RouterRun,
+            kv_capacity_tokens: int | None = None) -> SimulationResult:
+    return build_simulator(workload, cluster_config(scenario, engines, run, kv_capacity_tokens)).run()
+
+
+def positive_tokens(text: str) -> int:
+    """An argparse type: a whole number of tokens, at least one block."""
+    tokens = int(text)
+    if tokens < BLOCK_SIZE:
+        raise argparse.ArgumentTypeError(f"must be at least one block ({BLOCK_SIZE} tokens), got {tokens}")
+    return tokens
 
 
 def results_table(results: Sequence[RunResult], scenario: Scenario, engines: int) -> ResultTable:
@@ -434,6 +443,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="Th_bal values, comma-separated: E2 runs once per value, the other routers once")
     parser.add_argument("--e2-history-window", type=float, default=None,
                         help=f"E2's H in seconds (default {E2_HISTORY_WINDOW_S:g})")
+    parser.add_argument("--kv-capacity-tokens", type=positive_tokens, default=None,
+                        help="KV tokens each engine holds, for every workload (default: the profile's for "
+                             f"mooncake-trace, {KV_BLOCKS * BLOCK_SIZE} for the others)")
     parser.add_argument("--quick", action="store_true", help="100 requests, 4 engines: a smoke run")
     add_output_argument(parser, "e2")
     args = parser.parse_args(argv)
@@ -456,9 +468,9 @@ def main(argv: list[str] | None = None) -> int:
         contents = tuple((r.request_id, r.prompt_tokens, r.output_tokens) for r in every_request(workload))
         if contents not in bounds:
             print(f"{scenario.name}: the contention-free bound of {len(contents)} requests", file=sys.stderr, flush=True)
-            bounds[contents] = contention_free_bound(workload, cluster_config(scenario, engines, runs[0]))
+            bounds[contents] = contention_free_bound(workload, cluster_config(scenario, engines, runs[0], args.kv_capacity_tokens))
         for run in runs:
-            served = run_one(workload, scenario, engines, run)
+            served = run_one(workload, scenario, engines, run, args.kv_capacity_tokens)
             results.append(result := run_result(served, bounds[contents], scenario, engines, run.label, ideal))
             print(f"[{sum(r.router != BOUND for r in results)}/{len(cases) * len(runs)}] {scenario.name} "
                   f"{scenario.rate_per_engine:g}/s per engine, {engines} engines, {run.label}: "
@@ -470,8 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     command = " ".join(["forethought bench e2", *(argv if argv is not None else sys.argv[1:])])
     preamble = (f"E2 vs baselines in the cluster simulator ({PROFILE} cost profile, also E2's time functions; "
                 f"E2's H {args.e2_history_window or E2_HISTORY_WINDOW_S:g} s; "
-                f"{KV_BLOCKS} KV blocks of {BLOCK_SIZE} tokens per engine, "
-                f"mooncake-trace: the profile's {get_profile(PROFILE).kv_capacity_tokens // BLOCK_SIZE}; FCFS "
+                f"{kv_blocks_stated(args.kv_capacity_tokens)}; FCFS "
                 f"global queue, {count} requests per run (ShareGPT: {count // 2} turns; mooncake-trace: the first "
                 f"{count} of {traces.mooncake.name if traces.mooncake else 'the trace'}), seed {args.seed}). "
                 f"Command: `{command.strip()}`. Ratios: round-robin's latency / the router's; the aim is 2x mean "
@@ -482,6 +493,14 @@ def main(argv: list[str] | None = None) -> int:
     write_table(args.out / "table.md", tables, preamble)
     plot(results, [run.label for run in runs], args.out)
     return 0
+
+
+def kv_blocks_stated(kv_capacity_tokens: int | None) -> str:
+    """The engines' KV capacity, as the table's preamble states it."""
+    if kv_capacity_tokens is not None:
+        return f"{kv_capacity_tokens // BLOCK_SIZE} KV blocks of {BLOCK_SIZE} tokens per engine (--kv-capacity-tokens)"
+    return (f"{KV_BLOCKS} KV blocks of {BLOCK_SIZE} tokens per engine, "
+            f"mooncake-trace: the profile's {get_profile(PROFILE).kv_capacity_tokens // BLOCK_SIZE}")
 
 
 def default_workloads(traces: Traces) -> list[str]:

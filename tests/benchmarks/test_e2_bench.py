@@ -122,6 +122,22 @@ def test_each_rate_of_the_real_trace_is_a_different_load_on_engines_of_the_state
     synthetic = cluster_config(Scenario("mooncake", 2.0), 2, run).engine_config()
     assert real.num_blocks * real.block_size == get_profile("llama-7b-a100").kv_capacity_tokens // 16 * 16
     assert synthetic.num_blocks == 4096
+    for scenario in (Scenario("mooncake-trace", 0.5), Scenario("mooncake", 2.0)):  # a stated capacity wins for both
+        assert cluster_config(scenario, 2, run, kv_capacity_tokens=892_928).engine_config().num_blocks == 55_808
+
+
+def test_a_stated_kv_capacity_is_the_engines_and_refuses_what_they_cannot_hold(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "trace.jsonl", 150)  # prompts of 1,088-3,583 tokens
+    status = main(["--quick", "--mooncake", str(trace), "--workloads", "mooncake-trace", "--routers", "e2",
+                   "--rates", "0.2", "--kv-capacity-tokens", "2048", "--out", str(tmp_path / "out")])
+    assert status == 0
+    table = (tmp_path / "out" / "table.md").read_text()
+    assert "128 KV blocks of 16 tokens per engine (--kv-capacity-tokens)" in table
+    done = {row[0]: int(row[1]) for row in table_rows(table, "mooncake-trace, 0.2/s per engine, 4 engines")}
+    assert 0 < done["e2"] < 100  # the longer prompts are refused
+    assert done["e2"] == done["round_robin"] == done[BOUND]
+    with pytest.raises(SystemExit):
+        main(["--kv-capacity-tokens", "8", "--out", str(tmp_path / "refused")])
 
 
 def test_a_quick_run_of_the_real_trace_reports_a_table_per_rate(tmp_path: Path) -> None:
