@@ -92,8 +92,8 @@ async def run_application_file(
     run = await client.submit_application(graph.name)
     started(run, steps)
     try:
-        for execution in steps:
-            played(await _play(client, graph, run.run_id, execution, options))
+        for index, execution in enumerate(steps):
+            played(await _play(client, graph, run.run_id, index, execution, options))
     except BaseException:
         with contextlib.suppress(ClientError):  # the run is abandoned, not left open until the scheduler expires it
             await asyncio.shield(client.finish_application(run.run_id, failed=True))
@@ -101,7 +101,7 @@ async def run_application_file(
     return await client.finish_application(run.run_id)
 
 
-async def _play(client: AsyncForethoughtClient, graph: PDGraph, run_id: str, execution: UnitExecution,
+async def _play(client: AsyncForethoughtClient, graph: PDGraph, run_id: str, position: int, execution: UnitExecution,
                 options: PlayOptions) -> StepPlayed:
     consumption = execution.consumption
     if graph.units[execution.unit].backend.kind is BackendKind.TOOL:
@@ -114,6 +114,6 @@ async def _play(client: AsyncForethoughtClient, graph: PDGraph, run_id: str, exe
     answers = await asyncio.gather(*(client.complete(
         model=options.model, max_tokens=max_tokens, sampling=SamplingParams(temperature=0.0),
         prompt=prefix + step_prompt(graph.name, execution.unit, index, min(consumption.input_tokens, options.max_prompt_tokens)),
-        application_id=run_id, step=execution.unit,
+        application_id=run_id, step=execution.unit, execution=position,  # joined however late a request arrives
     ) for index in range(consumption.parallelism)))  # one execution: its requests go together
     return StepPlayed(execution.unit, answers=tuple(answers))

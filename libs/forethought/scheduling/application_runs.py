@@ -2,12 +2,14 @@
 finished steps consumed, and its application completion time (ACT).
 
 A run's LLM steps arrive as requests naming the run and the step. Requests of one *execution* of a
-step run in parallel: a request for the step the run is in joins that execution while any of its
-requests is still in flight. A request for a step once the current execution has nothing in flight
-begins the next execution (a loop back to the same step included), and a request for another step
-while requests are still in flight is out of order. A tool step is reported whole, with its measured
-duration. Each execution is *closed* when the next one begins or the run finishes: that is when it is
-final and the demand graph may learn it. Pure: time comes in as ``now``.
+step run in parallel. A request that names its execution (its position in the run) joins that execution
+whenever it arrives, or begins the next one. A request that does not joins the execution of its step
+while any of its requests is still in flight; once nothing is, it begins the next execution (a loop back
+to the same step included), so a parallel request that reaches the scheduler after its siblings ended
+would be taken for a loop. A request for another step while requests are still in flight is out of
+order. A tool step is reported whole, with its measured duration. Each execution is *closed* when the
+next one begins or the run finishes: that is when it is final and the demand graph may learn it. Pure:
+time comes in as ``now``.
 """
 
 from __future__ import annotations
@@ -116,17 +118,41 @@ class ApplicationRun:
         """Seconds until the deadline (0 = none; a passed deadline counts as a tiny positive slack)."""
         return 0.0 if self.deadline_s <= 0 else max(1e-9, self.deadline_s - now)
 
-    def begin_request(self, step: str, input_tokens: int, now: float) -> tuple[StepExecution, StepExecution | None]:
-        """A request of ``step`` arrives: the execution it belongs to, and the one it closed (if any).
+    def joins(self, step: str, execution: int | None = None) -> bool:
+        """Whether a request of ``step`` (of the execution at position ``execution`` when given) joins the
+        current execution rather than beginning the next.
 
         Raises:
-            InvalidField: the run has finished, or ``step`` is out of order.
+            InvalidField: ``execution`` is neither the current execution of ``step`` nor the next position.
+        """
+        current = self.current
+        if execution is None:
+            return current is not None and current.step == step and current.kind is StepKind.LLM and current.in_flight > 0
+        if current is not None and execution == current.index:
+            require(current.step == step and current.kind is StepKind.LLM, "execution",
+                    f"{execution} is the run's execution of {current.kind.value} step '{current.step}', not of '{step}'")
+            return True
+        now_at = f" or {current.index} (its current one, of '{current.step}')" if current is not None else ""
+        require(execution == len(self.executions), "execution",
+                f"must be {len(self.executions)} (the run's next step){now_at}, got {execution}")
+        return False
+
+    def begin_request(self, step: str, input_tokens: int, now: float,
+                      execution: int | None = None) -> tuple[StepExecution, StepExecution | None]:
+        """A request of ``step`` arrives (of the execution at position ``execution`` when the client numbers
+        them): the execution it belongs to, and the one it closed (if any).
+
+        Raises:
+            InvalidField: the run has finished, ``step`` is out of order, or ``execution`` is neither the
+                current execution of ``step`` nor the next.
         """
         self._require_open()
         current = self.current
-        if current is not None and current.step == step and current.kind is StepKind.LLM and current.in_flight > 0:
+        if self.joins(step, execution) and current is not None:
             joined = current
             closed = None
+            if joined.state is StepState.DONE:  # a sibling request arrived after the others ended
+                self._set(joined, StepState.RUNNING, now)
         else:
             closed = self._close_current(step)
             joined = self._begin(step, StepKind.LLM, now)

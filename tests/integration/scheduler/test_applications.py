@@ -163,6 +163,32 @@ def test_bad_application_input_is_refused_by_field(mesh):
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "has finished" in details
 
 
+def test_a_numbered_parallel_request_joins_its_step_after_its_siblings_ended(mesh):
+    # The loss this guards against: one of a step's parallel requests reached the scheduler after the
+    # others had finished, was taken for a loop back to the step, and the run was refused.
+    stub, _demand, _port, _address = mesh
+    run = stub.SubmitApplication(scheduler_pb2.SubmitApplicationRequest(application="draft_and_check"), timeout=30).run_id
+
+    def numbered(request_id: str, execution: int) -> scheduler_pb2.GenerateRequest:
+        request = step_request(request_id, run, "draft")
+        request.execution = execution
+        return request
+
+    assert list(stub.Generate(numbered("first", 0), timeout=30))[-1].usage.output_tokens == 16
+    assert list(stub.Generate(numbered("late", 0), timeout=30))[-1].usage.output_tokens == 16  # joins, though alone
+    code, details = status_of(lambda: list(stub.Generate(step_request("unnumbered", run, "draft"), timeout=30)))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "'draft' does not follow 'draft'" in details  # taken for a loop
+    code, details = status_of(lambda: list(stub.Generate(numbered("far", 5), timeout=30)))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith("execution: must be 1")
+    bad = token_request("bad", list(range(100, 164)), 4)
+    bad.execution = 0
+    code, details = status_of(lambda: list(stub.Generate(bad, timeout=30)))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and details == "execution: needs application_id and step"
+    stub.ReportStep(scheduler_pb2.ReportStepRequest(run_id=run, step="check", duration_s=0.1), timeout=30)
+    finished = stub.FinishApplication(scheduler_pb2.FinishApplicationRequest(run_id=run), timeout=30)
+    assert finished.steps == 2 and finished.learnt  # one draft execution of two requests, then the check
+
+
 def test_every_example_application_runs_live_from_its_file(start_service, repo, capsys):
     """`forethought app run FILE` on each example: registered, drawn, played step by step, finished."""
     from forethought.application_runner import main as app_main

@@ -23,6 +23,39 @@ def test_parallel_requests_join_one_execution_and_a_later_one_begins_the_next():
     assert run.attained_s(17.0) == 2.0
 
 
+def test_a_numbered_request_joins_its_execution_even_after_its_siblings_ended():
+    # The loss this guards against: a step's third request reached the scheduler after the other two had
+    # finished, was taken for a loop back to the step, and the run was refused ("does not follow").
+    run = ApplicationRun("r", "app", submitted_s=0.0)
+    first, _ = run.begin_request("score", 10, now=1.0, execution=0)
+    run.end_request(first, 4, 2.0)
+    assert first.state is StepState.DONE
+    late, closed = run.begin_request("score", 10, now=3.0, execution=0)
+    assert late is first and closed is None and (first.requests, first.in_flight) == (2, 1)
+    assert first.state is StepState.RUNNING  # watchers see it running again
+    run.end_request(first, 4, 4.0)
+    assert first.service_s == 3.0 and first.parallelism == 2
+    again, closed = run.begin_request("score", 10, now=5.0, execution=1)  # the next number: a loop
+    assert again is not first and closed is first and again.index == 1
+
+
+def test_an_execution_number_that_is_neither_the_current_one_nor_the_next_is_refused_by_name():
+    run = ApplicationRun("r", "app", submitted_s=0.0)
+    with pytest.raises(InvalidField, match="must be 0 .the run's next step., got 1") as raised:
+        run.begin_request("plan", 10, now=1.0, execution=1)
+    assert raised.value.field == "execution" and run.executions == []  # nothing was begun
+    plan, _ = run.begin_request("plan", 10, now=1.0, execution=0)
+    with pytest.raises(InvalidField, match="0 is the run's execution of llm step 'plan', not of 'act'"):
+        run.begin_request("act", 10, now=2.0, execution=0)
+    with pytest.raises(InvalidField, match="must be 1 .the run's next step. or 0 .its current one, of 'plan'., got 2"):
+        run.begin_request("plan", 10, now=2.0, execution=2)
+    run.end_request(plan, 5, 3.0)
+    run.report_tool("act", 1.0, now=4.0)  # a tool step takes position 1
+    with pytest.raises(InvalidField, match="1 is the run's execution of tool step 'act'"):
+        run.begin_request("act", 10, now=5.0, execution=1)
+    assert run.begin_request("plan", 10, now=5.0, execution=2)[0].index == 2
+
+
 def test_another_step_while_requests_are_in_flight_is_out_of_order():
     run = ApplicationRun("r", "app", submitted_s=0.0)
     execution, _ = run.begin_request("plan", 10, now=1.0)

@@ -57,10 +57,13 @@ def test_a_chat_maps_roles_and_text_parts_and_prefers_max_completion_tokens():
 
 def test_forethought_fields_come_from_the_body_or_headers_and_the_body_wins():
     headers = {"x-forethought-service-class": "be", "x-forethought-application-id": "run-h", "x-forethought-step": "s",
-               "x-forethought-slo-ttft-s": "0.5", "x-forethought-slo-tpot-s": "0.05", "x-forethought-deadline": "1700000000"}
+               "x-forethought-execution": "3", "x-forethought-slo-ttft-s": "0.5", "x-forethought-slo-tpot-s": "0.05",
+               "x-forethought-deadline": "1700000000"}
     from_headers = completion({"prompt": "Hi"}, headers).generate
     assert from_headers.service_class == common_pb2.SERVICE_CLASS_BEST_EFFORT
-    assert (from_headers.application_id, from_headers.step) == ("run-h", "s")
+    assert (from_headers.application_id, from_headers.step, from_headers.execution) == ("run-h", "s", 3)
+    assert completion({"prompt": "Hi", "execution": 0}, headers).generate.execution == 0
+    assert not completion({"prompt": "Hi"}).generate.HasField("execution")
     assert (from_headers.slo.ttft_s, from_headers.slo.tpot_s) == (0.5, 0.05)
     assert from_headers.deadline.seconds == 1_700_000_000
     body = completion({"prompt": "Hi", "service_class": "rt", "application_id": "run-b", "slo": {"ttft_s": 2}}, headers).generate
@@ -85,10 +88,12 @@ def test_a_deadline_is_unix_seconds_or_rfc3339(value, seconds):
     ({"prompt": "Hi", "deadline": "2030-01-01T00:00:00"}, "deadline"), ({"prompt": "Hi", "slo": {"ttft_s": -1}}, "slo.ttft_s"),
     ({"prompt": "Hi", "service_class": "RT"}, "service_class"), ({"prompt": "Hi", "application_id": 7}, "application_id"),
     ({"prompt": [1, 1 << 40]}, "prompt"), ({"prompt": "Hi", "stop_token_ids": [-1]}, "stop_token_ids"),
-    ({"prompt": "Hi", "top_k": -2}, "top_k"),
+    ({"prompt": "Hi", "top_k": -2}, "top_k"), ({"prompt": "Hi", "execution": -1}, "execution"),
+    ({"prompt": "Hi", "execution": 1.5}, "execution"), ({"prompt": "Hi", "execution": "first"}, "execution"),
 ], ids=["empty-prompt", "two-prompts", "mixed-ids", "empty-model", "length-as-text", "length-too-large", "bool-temperature",
         "n", "stop-ids", "echo", "stream-options-without-stream", "deadline-without-offset", "negative-slo",
-        "service-class-case", "application-id-type", "token-id-past-int32", "negative-stop-token", "top-k-below-off"])
+        "service-class-case", "application-id-type", "token-id-past-int32", "negative-stop-token", "top-k-below-off",
+        "negative-execution", "fractional-execution", "execution-as-a-name"])
 def test_a_broken_field_names_its_openai_parameter(body, field):
     with pytest.raises(InvalidField) as refused:
         completion(body)

@@ -28,6 +28,7 @@ HEADERS = {
     "service_class": "x-forethought-service-class",
     "application_id": "x-forethought-application-id",
     "step": "x-forethought-step",
+    "execution": "x-forethought-execution",
     "deadline": "x-forethought-deadline",
     "slo.ttft_s": "x-forethought-slo-ttft-s",
     "slo.tpot_s": "x-forethought-slo-tpot-s",
@@ -157,7 +158,8 @@ def _extras(body: Mapping[str, Any], headers: Mapping[str, str]) -> dict[str, An
     for name in ("ttft_s", "tpot_s"):
         if name in slo:
             values[f"slo.{name}"] = slo[name]
-    values.update((name, body[name]) for name in ("service_class", "application_id", "step", "deadline") if name in body)
+    values.update((name, body[name]) for name in ("service_class", "application_id", "step", "execution", "deadline")
+                  if name in body)
     return values
 
 
@@ -170,11 +172,23 @@ def _forethought_fields(request: scheduler_pb2.GenerateRequest, values: Mapping[
         if name in values:
             require(isinstance(values[name], str), name, "must be a string")
             setattr(request, name, values[name])
+    if "execution" in values:
+        request.execution = _execution(values["execution"])
     for name in ("ttft_s", "tpot_s"):
         if f"slo.{name}" in values:
             setattr(request.slo, name, _seconds(values[f"slo.{name}"], f"slo.{name}"))
     if "deadline" in values:
         request.deadline.CopyFrom(deadline_of(values["deadline"]))
+
+
+def _execution(value: Any) -> int:
+    """A step execution's position in its run: a whole number, or its text (from a header)."""
+    try:
+        position = int(value) if not isinstance(value, (bool, float)) else -1
+    except (TypeError, ValueError):
+        position = -1
+    require(0 <= position <= INT32_MAX, "execution", "must be a whole number >= 0 (the step execution's position in the run)")
+    return position
 
 
 def deadline_of(value: Any) -> timestamp_pb2.Timestamp:

@@ -192,22 +192,21 @@ class ApplicationRuns:
     # ----- the steps of Generate ----------------------------------------------------------------
 
     async def begin_step(self, run_id: str, step: str, request_id: str, input_tokens: int,
-                         forecast_tokens: float = 0.0) -> StepTicket:
-        """A request of an LLM step arrives, with the predictor's forecast of its output (0: none); its
-        ticket carries the run's rank for the queue.
+                         forecast_tokens: float = 0.0, execution_index: int | None = None) -> StepTicket:
+        """A request of an LLM step arrives, with the predictor's forecast of its output (0: none) and the
+        position of its execution when the client numbers them; its ticket carries the run's rank for the queue.
 
         Raises:
-            InvalidField: unknown run (``application_id``), a finished run, a step out of order.
+            InvalidField: unknown run (``application_id``), a finished run, a step or execution out of order.
         """
         require(bool(step), "step", "is required with application_id")
         live = self._live(run_id, "application_id")
         async with live.lock:
             run = live.run
-            current = run.current
-            joins = current is not None and current.step == step and current.in_flight > 0
+            joins = run.joins(step, execution_index)
             if not joins:
                 await self._reporting(live, partial(self._require_next, run, step))
-            execution, closed = run.begin_request(step, input_tokens, self._clock())
+            execution, closed = run.begin_request(step, input_tokens, self._clock(), execution_index)
             if closed is not None:
                 await self._reporting(live, partial(self._record, run, closed))
             if not joins:

@@ -43,6 +43,9 @@ def validate(request: scheduler_pb2.GenerateRequest) -> None:
     if request.service_class == common_pb2.SERVICE_CLASS_REAL_TIME:
         require(request.slo.ttft_s > 0 or request.slo.tpot_s > 0, "slo", "a real-time request needs ttft_s or tpot_s > 0")
     require(bool(request.application_id) or not request.step, "step", "needs application_id")
+    if request.HasField("execution"):
+        require(bool(request.step), "execution", "needs application_id and step")
+        require(request.execution >= 0, "execution", f"must be >= 0 (the execution's position in the run), got {request.execution}")
 
 
 def forecast_prompt(request: scheduler_pb2.GenerateRequest) -> ForecastPrompt:

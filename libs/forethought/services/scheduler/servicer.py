@@ -92,8 +92,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         prompt = forecast_prompt(request)
         generation = generation_of(request, request_id, token_ids)
         forecast = await self._forecasts.forecast(prompt, request.model)
-        ticket = (await self._applications.begin_step(request.application_id, request.step, request_id, len(token_ids),
-                                                      forecast.mean_tokens) if request.application_id else None)
+        ticket = (await self._applications.begin_step(
+            request.application_id, request.step, request_id, len(token_ids), forecast.mean_tokens,
+            request.execution if request.HasField("execution") else None) if request.application_id else None)
         scheduled = self._scheduled(request, generation, forecast, arrived, ticket)
         try:
             waiter = self._placement.submit(scheduled)
