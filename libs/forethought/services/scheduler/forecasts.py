@@ -1,6 +1,7 @@
 """Output-length forecasts from the predictor service (SSJF section 3), optional by design.
 
-A forecast orders the queue (SSJF, Gittins, LSTF) and informs E2's decode estimate. Without one the
+A forecast orders the queue (SSJF, Gittins, LSTF) and weighs ``least_load`` placement by tokens (E2
+prices decode by the mean of finished requests instead: docs/e2.md). Without one the
 request still runs: no address configured, a timeout or an error leaves it without a forecast, the
 DEGRADED gauge says so and one log line marks each change of state. While degraded, only one call per
 ``probe_interval_s`` tries the predictor, so a hung predictor does not add its timeout to every request.
