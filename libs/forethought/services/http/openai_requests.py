@@ -187,7 +187,8 @@ def _execution(value: Any) -> int:
         position = int(value) if not isinstance(value, (bool, float)) else -1
     except (TypeError, ValueError):
         position = -1
-    require(0 <= position <= INT32_MAX, "execution", "must be a whole number >= 0 (the step execution's position in the run)")
+    require(0 <= position <= INT32_MAX, "execution",
+            f"must be a whole number from 0 to {INT32_MAX} (the step execution's position in the run)")
     return position
 
 
