@@ -17,11 +17,14 @@ the difference of their latency percentiles is what the front door adds.
 Part three runs 1, 2 and 4 E2 scheduler replicas sharing one Redis and the same workers, the clients'
 calls spread over the replicas in turn: decisions/s, each replica's and Redis's CPU per decision, the
 decision's latency inside the schedulers (their ``forethought_placement_decision_seconds`` histograms)
-and the calls' latency end to end. A machine with fewer cores than the processes cannot scale wall
-decisions/s; the CPU per decision of the replicas and of Redis (shared by all) says what more cores give.
+and the calls' latency end to end, at saturation and at ``--rate`` (shared by ``--paced-clients``
+processes), with the whole machine's busy cores meanwhile. A machine with fewer cores than the
+processes cannot scale wall decisions/s; the CPU per decision of the replicas and of Redis (shared by
+all) says what more cores give.
 
 Run: ``forethought bench placement`` (``--decisions``, ``--routers``, ``--calls``, ``--clients``,
-``--concurrency``, ``--rate``, ``--service-routers``, ``--replicas``, ``--skip-service``).
+``--concurrency``, ``--rate``, ``--paced-clients``, ``--service-routers``, ``--replicas``,
+``--skip-service``).
 """
 
 from __future__ import annotations
@@ -172,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=16, help="calls in flight per client process")
     parser.add_argument("--rate", type=float, default=100.0, help="calls/s of the moderate-load run")
     parser.add_argument("--moderate-calls", type=int, default=3000, help="calls of the moderate-load run")
+    parser.add_argument("--paced-clients", type=int, default=1,
+                        help="client processes sharing --rate in the replicas' fixed-rate run (more when one "
+                             "process cannot send --rate)")
     parser.add_argument("--workers", type=int, default=2, help="null-engine workers of the service part")
     parser.add_argument("--service-routers", default=f"e2,cache_aware,{BARE_RELAY}",
                         help="the scheduler's router in each service run (cache_aware: a router that costs next "
@@ -196,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         replicas = [0]
     if replicas and min(replicas) < 1:
         parser.error(f"--replicas: must be positive integers, comma-separated; got {args.replicas!r}")
+    if args.paced_clients < 1:
+        parser.error(f"--paced-clients: must be a positive integer; got {args.paced_clients}")
     load_average = os.getloadavg()[0]  # other work on the machine skews every figure: say how much there was
     redis = start_redis()
     try:
@@ -265,6 +273,7 @@ class LoadResult:
     p50_ms: float
     p99_ms: float
     cpu_ms_per_call: dict[str, float]  # process name -> CPU ms it spent per call
+    busy_cores: float  # the whole machine's busy CPU seconds per second meanwhile, clients included
 
 
 @contextmanager
@@ -344,8 +353,10 @@ def run_clients(target_sets: list[list[Target]], prompts: list[list[int]], clien
         pending = pool.starmap_async(_client_process, jobs)
         time.sleep(max(0.0, start_at - time.time()))
         cpu_before = {name: _cpu_seconds(pid) for name, pid in pids.items()}
+        machine_before, wall_before = _machine_busy_seconds(), time.monotonic()
         runs: list[ClientRun] = pending.get()
         cpu_after = {name: _cpu_seconds(pid) for name, pid in pids.items()}
+        busy_cores = (_machine_busy_seconds() - machine_before) / (time.monotonic() - wall_before)
     elapsed = max(run.ended for run in runs) - min(run.began for run in runs)
     paths = sorted({path for run in runs for path in run.latencies})
     all_calls = sum(len(latencies) for run in runs for latencies in run.latencies.values())
@@ -353,7 +364,8 @@ def run_clients(target_sets: list[list[Target]], prompts: list[list[int]], clien
     results = []
     for path in paths:
         ms = sorted(latency * 1000 for run in runs for latency in run.latencies.get(path, []))
-        results.append(LoadResult(path, len(ms), len(ms) / elapsed, statistics.median(ms), _p99(ms), cpu))
+        results.append(LoadResult(path, len(ms), len(ms) / elapsed, statistics.median(ms), _p99(ms), cpu,
+                                  busy_cores))
     return results
 
 
@@ -361,6 +373,12 @@ def _cpu_seconds(pid: int) -> float:
     """User plus system CPU time of a process (Linux ``/proc/<pid>/stat``)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _machine_busy_seconds() -> float:
+    """CPU seconds all cores together spent busy since boot (Linux ``/proc/stat``: all but idle and iowait)."""
+    ticks = [int(field) for field in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def _client_process(targets: list[Target], prompts: list[list[int]], concurrency: int, rate: float, tag: str,
@@ -521,7 +539,7 @@ class ReplicaRun:
 
 
 def _replicas_part(redis_port: int, redis_pid: int, counts: Sequence[int], args: argparse.Namespace) -> str:
-    prompts = shared_prefix_prompts(args.calls, groups=32, seed=args.seed)
+    prompts = shared_prefix_prompts(max(args.calls, args.moderate_calls), groups=32, seed=args.seed)
     redis = BlockingRedis(host="127.0.0.1", port=redis_port)
     runs = []
     try:
@@ -532,10 +550,12 @@ def _replicas_part(redis_port: int, redis_pid: int, counts: Sequence[int], args:
                     asyncio.run(_wait_for_workers(scheduler.address, args.workers))
                 before = read_histogram(mesh.metrics_ports, DECISION_HISTOGRAM)
                 scripts_before = _script_usec(redis)
-                load = run_clients([mesh.schedulers], prompts, args.clients, args.concurrency, 0.0, pids)[0]
+                load = run_clients([mesh.schedulers], prompts[: args.calls], args.clients, args.concurrency, 0.0,
+                                   pids)[0]
                 script_ms = (_script_usec(redis) - scripts_before) / 1000 / load.calls
                 middle = read_histogram(mesh.metrics_ports, DECISION_HISTOGRAM)
-                paced = run_clients([mesh.schedulers], prompts[: args.moderate_calls], 1, 0, args.rate, pids)[0]
+                paced = run_clients([mesh.schedulers], prompts[: args.moderate_calls], args.paced_clients, 0,
+                                    args.rate, pids)[0]
                 after = read_histogram(mesh.metrics_ports, DECISION_HISTOGRAM)
             runs.append(ReplicaRun(replicas, load, _decisions(middle - before), script_ms, paced,
                                    _decisions(after - middle)))
@@ -589,11 +609,13 @@ def render_replica_table(args: argparse.Namespace, runs: list[ReplicaRun]) -> st
         "everything on it; the CPU per decision is what scales. Decision: inside the schedulers, from the "
         "placement cycle's prefix match to the router's choice (their histograms, merged); end to end: the "
         "one-token call at the client. Redis script time: Redis's own clock over its EVALSHA calls (INFO "
-        "commandstats), so on a loaded machine it can exceed Redis's CPU.\n",
+        "commandstats), so on a loaded machine it can exceed Redis's CPU. Machine busy cores: the CPU seconds per "
+        f"second all {os.cpu_count()} cores spent busy during the calls (/proc/stat), clients included: near the "
+        "core count, the machine is full and the tail is its queueing.\n",
         "| replicas | calls/s | scheduler CPU ms/decision (all replicas) | decisions per scheduler CPU-s | "
         "Redis CPU ms/decision | Redis script ms/decision | workers CPU ms/call | decision p50 ms | "
-        "decision p99 ms | decisions <= 2 ms | end-to-end p50 ms | end-to-end p99 ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "decision p99 ms | decisions <= 2 ms | end-to-end p50 ms | end-to-end p99 ms | machine busy cores |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         scheduler_ms = run.scheduler_cpu_ms()
@@ -601,16 +623,18 @@ def render_replica_table(args: argparse.Namespace, runs: list[ReplicaRun]) -> st
             f"| {run.replicas} | {run.load.calls_per_s:,.0f} | {scheduler_ms:.3f} | {1000 / scheduler_ms:,.0f} | "
             f"{run.load.cpu_ms_per_call['redis']:.3f} | {run.redis_script_ms:.3f} | {run.worker_cpu_ms():.3f} | "
             f"{run.decisions.p50_ms:.3f} | {run.decisions.p99_ms:.3f} | {run.decisions.within_2ms:.1%} | "
-            f"{run.load.p50_ms:.2f} | {run.load.p99_ms:.2f} |")
+            f"{run.load.p50_ms:.2f} | {run.load.p99_ms:.2f} | {run.load.busy_cores:.1f} |")
     lines += [
-        f"\nThe same replicas at {args.rate:.0f} calls/s (open loop, one client process, {args.moderate_calls} calls "
-        "spread over the replicas): latency below saturation.\n",
-        "| replicas | decision p50 ms | decision p99 ms | decisions <= 2 ms | end-to-end p50 ms | end-to-end p99 ms |",
-        "|---|---|---|---|---|---|",
+        f"\nThe same replicas at {args.rate:.0f} calls/s (open loop, {args.paced_clients} client process(es), "
+        f"{args.moderate_calls} calls spread over the replicas): latency below saturation.\n",
+        "| replicas | calls/s sent | decision p50 ms | decision p99 ms | decisions <= 2 ms | end-to-end p50 ms | "
+        "end-to-end p99 ms | machine busy cores |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
-        lines.append(f"| {run.replicas} | {run.paced_decisions.p50_ms:.3f} | {run.paced_decisions.p99_ms:.3f} | "
-                     f"{run.paced_decisions.within_2ms:.1%} | {run.paced.p50_ms:.2f} | {run.paced.p99_ms:.2f} |")
+        lines.append(f"| {run.replicas} | {run.paced.calls_per_s:,.0f} | {run.paced_decisions.p50_ms:.3f} | "
+                     f"{run.paced_decisions.p99_ms:.3f} | {run.paced_decisions.within_2ms:.1%} | "
+                     f"{run.paced.p50_ms:.2f} | {run.paced.p99_ms:.2f} | {run.paced.busy_cores:.1f} |")
     lines += ["", projection(runs, 3000.0)]
     return "\n".join(lines) + "\n"
 

@@ -1,4 +1,5 @@
 import math
+import os
 
 from benchmarks import run_benchmark
 from benchmarks.placement import _bucket_quantile, _share_within
@@ -16,7 +17,7 @@ def test_quantiles_interpolate_within_the_bucket_they_fall_in() -> None:
 def test_replicas_share_one_redis_and_report_their_decisions(tmp_path) -> None:
     status = run_benchmark("placement", [
         "--decisions", "40", "--batches", "1", "--routers", "e2", "--service-routers", "", "--replicas", "2",
-        "--calls", "120", "--clients", "2", "--concurrency", "4", "--rate", "40", "--moderate-calls", "40",
+        "--calls", "120", "--clients", "2", "--concurrency", "4", "--rate", "40", "--moderate-calls", "40", "--paced-clients", "2",
         "--out", str(tmp_path)])
     assert status == 0
     rows = [row.split("|")[1:-1] for row in (tmp_path / "table.md").read_text().splitlines() if row.startswith("| 2 |")]
@@ -25,4 +26,7 @@ def test_replicas_share_one_redis_and_report_their_decisions(tmp_path) -> None:
     assert scheduler_ms > 0 and redis_ms > 0  # both replicas and the shared Redis did the work
     decision_p50_ms, within_2ms = float(saturated[7]), float(saturated[9].strip(" %"))
     assert decision_p50_ms > 0 and 0 < within_2ms <= 100  # the schedulers' histograms counted the decisions
-    assert float(paced[1]) > 0
+    paced_calls_per_s, paced_decision_p50_ms = float(paced[1]), float(paced[2])
+    assert paced_calls_per_s > 0 and paced_decision_p50_ms > 0  # two client processes shared the fixed rate
+    busy_cores = float(saturated[12]), float(paced[7])
+    assert all(0 < cores <= os.cpu_count() for cores in busy_cores)  # the whole machine's CPU, read meanwhile
