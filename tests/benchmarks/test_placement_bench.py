@@ -29,4 +29,5 @@ def test_replicas_share_one_redis_and_report_their_decisions(tmp_path) -> None:
     paced_calls_per_s, paced_decision_p50_ms = float(paced[1]), float(paced[2])
     assert paced_calls_per_s > 0 and paced_decision_p50_ms > 0  # two client processes shared the fixed rate
     busy_cores = float(saturated[12]), float(paced[7])
-    assert all(0 < cores <= os.cpu_count() for cores in busy_cores)  # the whole machine's CPU, read meanwhile
+    # The whole machine's CPU, read meanwhile; /proc/stat counts in 10 ms ticks, so a 1 s window may overshoot.
+    assert all(0 < cores <= os.cpu_count() + 0.5 for cores in busy_cores)
