@@ -176,8 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=100.0, help="calls/s of the moderate-load run")
     parser.add_argument("--moderate-calls", type=int, default=3000, help="calls of the moderate-load run")
     parser.add_argument("--paced-clients", type=int, default=1,
-                        help="client processes sharing --rate in the replicas' fixed-rate run (more when one "
-                             "process cannot send --rate)")
+                        help="client processes sharing --rate in the fixed-rate runs (more when one process "
+                             "cannot send --rate)")
     parser.add_argument("--workers", type=int, default=2, help="null-engine workers of the service part")
     parser.add_argument("--service-routers", default=f"e2,cache_aware,{BARE_RELAY}",
                         help="the scheduler's router in each service run (cache_aware: a router that costs next "
@@ -324,18 +324,23 @@ class ServiceRun:
 
 
 def _service_part(redis_port: int, redis_pid: int, args: argparse.Namespace) -> str:
-    prompts = shared_prefix_prompts(args.calls, groups=32, seed=args.seed)
+    prompts = _service_prompts(args)
     runs = []
     for router in [name.strip() for name in args.service_routers.split(",") if name.strip()]:
         with mesh_processes(redis_port, args.workers, router) as mesh:
             pids = {**mesh.pids, "redis": redis_pid}
             asyncio.run(_wait_for_workers(mesh.scheduler.address, args.workers))
-            saturated = [run_clients([targets], prompts, args.clients, args.concurrency, 0.0, pids)[0]
+            saturated = [run_clients([targets], prompts[: args.calls], args.clients, args.concurrency, 0.0, pids)[0]
                          for targets in (mesh.workers, [mesh.scheduler])]
             mixed = [target for worker in mesh.workers for target in (worker, mesh.scheduler)]
-            moderate = run_clients([mixed], prompts[: args.moderate_calls], 1, 0, args.rate, pids)
+            moderate = run_clients([mixed], prompts[: args.moderate_calls], args.paced_clients, 0, args.rate, pids)
         runs.append(ServiceRun(router, saturated, {result.path: result for result in moderate}))
     return render_service_tables(args, runs)
+
+
+def _service_prompts(args: argparse.Namespace) -> list[list[int]]:
+    """Prompts for the saturation runs (the first ``--calls``) and the fixed-rate runs (the first ``--moderate-calls``)."""
+    return shared_prefix_prompts(max(args.calls, args.moderate_calls), groups=32, seed=args.seed)
 
 
 def run_clients(target_sets: list[list[Target]], prompts: list[list[int]], clients: int, concurrency: int,
@@ -495,7 +500,8 @@ def render_service_tables(args: argparse.Namespace, runs: list[ServiceRun]) -> s
             lines.append(f"| {run.router} | {r.path} | {r.calls_per_s:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | "
                          + " | ".join(f"{r.cpu_ms_per_call[n]:.3f}" for n in names) + f" | {per_cpu_s} |")
     lines += [
-        f"\nModerate load: {args.rate:.0f} calls/s from one client process, {args.moderate_calls} calls alternating "
+        f"\nModerate load: {args.rate:.0f} calls/s from {args.paced_clients} client process(es), {args.moderate_calls} "
+        "calls alternating "
         "between the scheduler and a worker called directly; added = scheduler path minus direct path.\n",
         "| router | direct p50 ms | direct p99 ms | scheduler p50 ms | scheduler p99 ms | added p50 ms | added p99 ms |",
         "|---|---|---|---|---|---|---|",
@@ -539,7 +545,7 @@ class ReplicaRun:
 
 
 def _replicas_part(redis_port: int, redis_pid: int, counts: Sequence[int], args: argparse.Namespace) -> str:
-    prompts = shared_prefix_prompts(max(args.calls, args.moderate_calls), groups=32, seed=args.seed)
+    prompts = _service_prompts(args)
     redis = BlockingRedis(host="127.0.0.1", port=redis_port)
     runs = []
     try:

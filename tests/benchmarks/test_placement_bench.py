@@ -1,6 +1,8 @@
 import math
 import os
 
+import pytest
+
 from benchmarks import run_benchmark
 from benchmarks.placement import _bucket_quantile, _share_within
 
@@ -31,3 +33,10 @@ def test_replicas_share_one_redis_and_report_their_decisions(tmp_path) -> None:
     busy_cores = float(saturated[12]), float(paced[7])
     # The whole machine's CPU, read meanwhile; /proc/stat counts in 10 ms ticks, so a 1 s window may overshoot.
     assert all(0 < cores <= os.cpu_count() + 0.5 for cores in busy_cores)
+
+
+def test_a_paced_client_count_below_one_is_refused_naming_the_flag(tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        run_benchmark("placement", ["--paced-clients", "0", "--out", str(tmp_path)])
+    assert exit_.value.code == 2
+    assert "--paced-clients: must be a positive integer; got 0" in capsys.readouterr().err
