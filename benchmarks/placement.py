@@ -209,10 +209,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results = [asyncio.run(measure(name, redis.port, args.decisions, args.seed, batch))
                    for batch in batches for name in names]
-        service_table = ("" if args.skip_service or not args.service_routers.strip()
-                         else _service_part(redis.port, redis.process.pid, args))
-        if replicas and not args.skip_service:
-            service_table += _replicas_part(redis.port, redis.process.pid, replicas, args)
+        with_service = not args.skip_service and bool(args.service_routers.strip())
+        with_replicas = bool(replicas) and not args.skip_service
+        prompts = _service_prompts(args) if with_service or with_replicas else []
+        service_table = _service_part(redis.port, redis.process.pid, prompts, args) if with_service else ""
+        if with_replicas:
+            service_table += _replicas_part(redis.port, redis.process.pid, replicas, prompts, args)
     finally:
         redis.stop()
     table = render_table(results)
@@ -323,8 +325,7 @@ class ServiceRun:
     moderate: dict[str, LoadResult]  # by path
 
 
-def _service_part(redis_port: int, redis_pid: int, args: argparse.Namespace) -> str:
-    prompts = _service_prompts(args)
+def _service_part(redis_port: int, redis_pid: int, prompts: list[list[int]], args: argparse.Namespace) -> str:
     runs = []
     for router in [name.strip() for name in args.service_routers.split(",") if name.strip()]:
         with mesh_processes(redis_port, args.workers, router) as mesh:
@@ -341,6 +342,10 @@ def _service_part(redis_port: int, redis_pid: int, args: argparse.Namespace) -> 
 def _service_prompts(args: argparse.Namespace) -> list[list[int]]:
     """Prompts for the saturation runs (the first ``--calls``) and the fixed-rate runs (the first ``--moderate-calls``)."""
     return shared_prefix_prompts(max(args.calls, args.moderate_calls), groups=32, seed=args.seed)
+
+
+def _client_processes(count: int) -> str:
+    return "one client process" if count == 1 else f"{count} client processes"
 
 
 def run_clients(target_sets: list[list[Target]], prompts: list[list[int]], clients: int, concurrency: int,
@@ -500,9 +505,9 @@ def render_service_tables(args: argparse.Namespace, runs: list[ServiceRun]) -> s
             lines.append(f"| {run.router} | {r.path} | {r.calls_per_s:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | "
                          + " | ".join(f"{r.cpu_ms_per_call[n]:.3f}" for n in names) + f" | {per_cpu_s} |")
     lines += [
-        f"\nModerate load: {args.rate:.0f} calls/s from {args.paced_clients} client process(es), {args.moderate_calls} "
-        "calls alternating "
-        "between the scheduler and a worker called directly; added = scheduler path minus direct path.\n",
+        f"\nModerate load: {args.rate:.0f} calls/s from {_client_processes(args.paced_clients)}, {args.moderate_calls} "
+        "calls alternating between the scheduler and a worker called directly; added = scheduler path minus direct "
+        "path.\n",
         "| router | direct p50 ms | direct p99 ms | scheduler p50 ms | scheduler p99 ms | added p50 ms | added p99 ms |",
         "|---|---|---|---|---|---|---|",
     ]
@@ -544,8 +549,8 @@ class ReplicaRun:
         return sum(ms for name, ms in self.load.cpu_ms_per_call.items() if name.startswith("worker"))
 
 
-def _replicas_part(redis_port: int, redis_pid: int, counts: Sequence[int], args: argparse.Namespace) -> str:
-    prompts = _service_prompts(args)
+def _replicas_part(redis_port: int, redis_pid: int, counts: Sequence[int], prompts: list[list[int]],
+                   args: argparse.Namespace) -> str:
     redis = BlockingRedis(host="127.0.0.1", port=redis_port)
     runs = []
     try:
@@ -631,7 +636,7 @@ def render_replica_table(args: argparse.Namespace, runs: list[ReplicaRun]) -> st
             f"{run.decisions.p50_ms:.3f} | {run.decisions.p99_ms:.3f} | {run.decisions.within_2ms:.1%} | "
             f"{run.load.p50_ms:.2f} | {run.load.p99_ms:.2f} | {run.load.busy_cores:.1f} |")
     lines += [
-        f"\nThe same replicas at {args.rate:.0f} calls/s (open loop, {args.paced_clients} client process(es), "
+        f"\nThe same replicas at {args.rate:.0f} calls/s (open loop, {_client_processes(args.paced_clients)}, "
         f"{args.moderate_calls} calls spread over the replicas): latency below saturation.\n",
         "| replicas | calls/s sent | decision p50 ms | decision p99 ms | decisions <= 2 ms | end-to-end p50 ms | "
         "end-to-end p99 ms | machine busy cores |",
