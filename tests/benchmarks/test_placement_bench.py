@@ -40,3 +40,18 @@ def test_a_paced_client_count_below_one_is_refused_naming_the_flag(tmp_path, cap
         run_benchmark("placement", ["--paced-clients", "0", "--out", str(tmp_path)])
     assert exit_.value.code == 2
     assert "--paced-clients: must be a positive integer; got 0" in capsys.readouterr().err
+
+
+def test_one_scheduler_against_its_workers_at_saturation_and_at_a_rate_shared_by_paced_clients(tmp_path) -> None:
+    status = run_benchmark("placement", [
+        "--decisions", "40", "--batches", "1", "--routers", "e2", "--service-routers", "e2", "--replicas", "",
+        "--calls", "120", "--clients", "2", "--concurrency", "4", "--rate", "40", "--moderate-calls", "60",
+        "--paced-clients", "2", "--out", str(tmp_path)])
+    assert status == 0
+    table = (tmp_path / "table.md").read_text()
+    rows = [row.split("|")[1:-1] for row in table.splitlines() if row.startswith("| e2 |")]
+    relayed = next(row for row in rows if row[1].strip() == "scheduler -> worker")
+    assert float(relayed[7]) > 0 and float(relayed[9].replace(",", "")) > 0  # the scheduler's CPU per call, and its inverse
+    moderate = rows[-1]  # the fixed-rate row: each path's latency, side by side
+    assert all(float(cell) > 0 for cell in moderate[1:5])
+    assert "40 calls/s from 2 client processes, 60 calls" in table
