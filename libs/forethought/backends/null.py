@@ -53,6 +53,10 @@ class NullEngineBackend:
     def max_request_tokens(self) -> int:
         return sys.maxsize  # it runs no model: any length is served at once
 
+    @property
+    def vocabulary_size(self) -> int | None:
+        return None  # it runs no model: token ids are opaque
+
     async def start(self) -> None:
         return None
 

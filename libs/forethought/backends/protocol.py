@@ -56,6 +56,10 @@ class EngineBackend(Protocol):
     def max_request_tokens(self) -> int:
         """The longest request it serves, prompt plus ``max_tokens``: the worker refuses longer ones up front."""
 
+    @property
+    def vocabulary_size(self) -> int | None:
+        """Token ids run from 0 to this less one (the worker refuses others up front); None: any id is served."""
+
     async def start(self) -> None:
         """Loads the model; returns once the engine accepts requests."""
 

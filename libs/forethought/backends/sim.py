@@ -76,6 +76,10 @@ class SimEngineBackend:
     def max_request_tokens(self) -> int:
         return self.core.config.total_slots  # the KV capacity: a longer request could never be scheduled
 
+    @property
+    def vocabulary_size(self) -> int | None:
+        return None  # it models time, not text: token ids are opaque
+
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
         """Streams the request's tokens; closing or cancelling the stream aborts the request."""
         if self._wake is None:

@@ -28,6 +28,7 @@ from forethought.client.requests import Chat, ServiceLevelObjective, generate_re
 from forethought.client.results import ApplicationRun, Chunk, ClientError, Completion, FinishedRun, RunProgress, Worker
 from forethought.client.retry import RetryPolicy, retry_delay
 from forethought.domain import SamplingParams, ServiceClass
+from forethought.rpc import convert
 from forethought.rpc.access import bearer_metadata
 from forethought.rpc.errors import retry_delay_of
 from forethought.telemetry.tracing import trace_metadata
@@ -137,7 +138,7 @@ class AsyncForethoughtClient(ChannelClient):
         ``generate`` calls with ``application_id=run.run_id`` and ``step``, its tool steps ``report_step``."""
         request = scheduler_pb2.SubmitApplicationRequest(application=application, run_id=run_id)
         if deadline is not None:
-            request.deadline.FromNanoseconds(round(unix_seconds(deadline) * 1e9))
+            request.deadline.CopyFrom(convert.timestamp_of(unix_seconds(deadline), "deadline"))
         reply = await self._unary("SubmitApplication", request, timeout_s)
         return ApplicationRun(reply.run_id, reply.estimated_completion_s, reply.gittins_rank)
 

@@ -59,7 +59,7 @@ def generate_request(*, model: str, max_tokens: int, prompt: str | None = None, 
     if slo is not None:
         request.slo.ttft_s, request.slo.tpot_s = slo.ttft_s, slo.tpot_s
     if deadline is not None:
-        request.deadline.FromNanoseconds(round(unix_seconds(deadline) * 1e9))
+        request.deadline.CopyFrom(convert.timestamp_of(unix_seconds(deadline), "deadline"))
     return request
 
 

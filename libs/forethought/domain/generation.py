@@ -104,10 +104,17 @@ def validate_prompt(token_ids: Sequence[int], field: str = "prompt_token_ids") -
     require(min(token_ids) >= 0, field, "must be >= 0")
 
 
+MAX_TEMPERATURE = 2.0
+"""OpenAI's and vLLM's upper bound: past it sampling is close to uniform over the vocabulary."""
+
+
 def validate_sampling(params: SamplingParams, field: str = "sampling") -> None:
     require(params.temperature >= 0, f"{field}.temperature", "must be >= 0")
+    require(params.temperature <= MAX_TEMPERATURE, f"{field}.temperature", f"must be at most {MAX_TEMPERATURE:g}")
     require(0 < params.top_p <= 1, f"{field}.top_p", "must be in (0, 1]")
     require(params.top_k >= 0, f"{field}.top_k", "must be >= 0")
+    require(all(params.stop), f"{field}.stop", "must not hold an empty string (it would stop at once)")
+    require(all(token_id >= 0 for token_id in params.stop_token_ids), f"{field}.stop_token_ids", "must be >= 0")
 
 
 def validate_terms(max_tokens: int, sampling: SamplingParams, ttft_slo_s: float, tpot_slo_s: float) -> None:

@@ -25,6 +25,23 @@ _FINISH_TO_PROTO = {
 _FINISH_FROM_PROTO = {value: key for key, value in _FINISH_TO_PROTO.items()}
 
 
+LATEST_TIMESTAMP_S = 253_402_300_799
+"""9999-12-31T23:59:59Z, the last second a protobuf ``Timestamp`` holds."""
+
+
+def timestamp_of(seconds: float, field: str) -> timestamp_pb2.Timestamp:
+    """Unix seconds as a timestamp.
+
+    Raises:
+        InvalidField: ``seconds`` is not a number within 1970-01-01..9999-12-31.
+    """
+    if not 0 <= seconds <= LATEST_TIMESTAMP_S:  # NaN fails too
+        raise InvalidField(field, f"must be unix seconds from 0 to {LATEST_TIMESTAMP_S} (9999-12-31), got {seconds}")
+    whole = int(seconds)  # seconds and nanos apart: a float's nanoseconds past 2**53 lose the last digits
+    nanos = min(999_999_999, round((seconds - whole) * 1e9))
+    return timestamp_pb2.Timestamp(seconds=whole, nanos=nanos)
+
+
 def seconds_of(stamp: timestamp_pb2.Timestamp, field: str) -> float:
     """A timestamp as unix seconds.
 

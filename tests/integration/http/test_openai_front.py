@@ -106,16 +106,20 @@ def test_forethought_fields_travel_in_the_body_and_as_headers(sim_mesh: Mesh):
 @pytest.mark.parametrize(("body", "param", "message"), [
     ({"model": MODEL, "prompt": "Hi", "max_tokens": 0}, "max_tokens", "must be in 1..65536"),
     ({"model": MODEL, "prompt": "Hi", "temperature": -1}, "temperature", "must be >= 0"),
+    ({"model": MODEL, "prompt": "Hi", "temperature": 2.5}, "temperature", "must be at most 2"),
+    ({"model": MODEL, "prompt": "Hi", "stop": ["END", ""]}, "stop", "must not hold an empty string"),
     ({"model": MODEL, "prompt": "Hi", "stop": ["\n"]}, "stop", "stop strings"),
     ({"model": MODEL, "prompt": "Hi", "n": 2}, "n", "must be 1"),
     ({"model": MODEL, "prompt": 5}, "prompt", "must be a non-empty string"),
     ({"prompt": "Hi"}, "model", "must be a non-empty string"),
     ({"model": MODEL, "prompt": "Hi", "service_class": "gold"}, "service_class", "must be rt or be"),
     ({"model": MODEL, "prompt": "Hi", "deadline": "tomorrow"}, "deadline", "RFC 3339"),
+    ({"model": MODEL, "prompt": "Hi", "deadline": 1e308}, "deadline", "9999-12-31"),
     ({"model": MODEL, "prompt": "Hi", "step": "s1"}, "step", "needs application_id"),
     ({"model": MODEL, "prompt": "Hi", "logprobs": 2}, "logprobs", "not supported"),
-], ids=["scheduler-range", "scheduler-sampling", "engine-stop", "n", "prompt-type", "model-missing", "service-class",
-        "deadline", "step-without-application", "unsupported"])
+], ids=["scheduler-range", "scheduler-sampling", "temperature-above-two", "empty-stop-string", "engine-stop", "n",
+        "prompt-type", "model-missing", "service-class", "deadline",
+        "deadline-past-9999", "step-without-application", "unsupported"])
 def test_a_bad_field_answers_400_naming_the_openai_parameter(sim_mesh: Mesh, body: dict, param: str, message: str):
     with pytest.raises(openai.BadRequestError) as refused:
         client(sim_mesh).post("/completions", body=body, cast_to=object)  # extra fields too, as sent

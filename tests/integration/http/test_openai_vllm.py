@@ -20,8 +20,21 @@ def test_the_openai_client_streams_real_text_through_the_mesh(redis_server: Redi
             model=MODEL, messages=[{"role": "user", "content": "What is the capital of France?"}], max_tokens=24,
             temperature=0, stream=True, stream_options={"include_usage": True})
         chunks = list(stream)
+        # What only the model's engine can judge is refused as a bad request naming the parameter, never
+        # as a worker failure: an id past SmolLM2's 49,152 and a temperature past OpenAI's 2.
+        refusals = {}
+        for param, extra in (("stop_token_ids", {"extra_body": {"stop_token_ids": [10**8]}}),
+                             ("temperature", {"temperature": 3.0})):
+            with pytest.raises(openai.BadRequestError) as refused:
+                api.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=4, **extra)
+            refusals[param] = refused.value.body
+        again = api.completions.create(model=MODEL, prompt="The capital of France is", max_tokens=4, temperature=0)
     finally:
         stop_mesh(mesh)
+    assert {param: body["param"] for param, body in refusals.items()} == {"stop_token_ids": "stop_token_ids",
+                                                                        "temperature": "temperature"}
+    assert "0..49151" in refusals["stop_token_ids"]["message"], refusals
+    assert again.usage.completion_tokens == 4  # the worker serves on after refusing
     text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
     assert "Paris" in text, text
     assert 0 < chunks[-1].usage.completion_tokens <= 24

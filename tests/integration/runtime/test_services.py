@@ -71,6 +71,8 @@ def test_sigterm_drains_an_in_flight_stream_and_exits_zero(start_service):
         ({"request_id": "a", "prompt_token_ids": [1, 2], "max_tokens": 0}, "max_tokens"),
         ({"request_id": "a", "prompt_token_ids": [1, 2], "max_tokens": 4,
           "sampling": common_pb2.SamplingParams(top_p=1.5)}, "sampling.top_p"),
+        ({"request_id": "a", "prompt_token_ids": [1, 2], "max_tokens": 4,
+          "sampling": common_pb2.SamplingParams(temperature=2.5)}, "sampling.temperature"),
         # the sim engine's KV cache holds 2048 blocks of 16 tokens: 32,768 tokens of prompt plus output
         ({"request_id": "a", "prompt_token_ids": [1] * 40_000, "max_tokens": 4}, "prompt_token_ids"),
         ({"request_id": "a", "prompt_token_ids": [1] * 30_000, "max_tokens": 5_000}, "max_tokens"),
@@ -78,7 +80,7 @@ def test_sigterm_drains_an_in_flight_stream_and_exits_zero(start_service):
         ({"request_id": "a", "prompt_token_ids": [1, 2], "max_tokens": 4,
           "sampling": common_pb2.SamplingParams(stop=["\n\n"])}, "sampling.stop"),
     ],
-    ids=["empty-id", "empty-prompt", "zero-max-tokens", "top-p-above-one", "prompt-past-the-engine",
+    ids=["empty-id", "empty-prompt", "zero-max-tokens", "top-p-above-one", "temperature-above-two", "prompt-past-the-engine",
          "output-past-the-engine", "stop-strings-without-text"],
 )
 def test_malformed_worker_request_is_invalid_argument_naming_the_field(start_service, request_fields, field):

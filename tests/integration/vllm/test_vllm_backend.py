@@ -13,6 +13,7 @@ from forethought.domain import (
     FinishReason,
     GenerationChunk,
     GenerationRequest,
+    InvalidField,
     SamplingParams,
     ServiceClass,
 )
@@ -52,6 +53,21 @@ async def test_known_prompt_streams_paris(vllm_backend: VllmEngineBackend, token
     assert final.usage.output_tokens == sum(len(c.token_ids) for c in chunks)
     assert tokenizer.decode([t for c in chunks for t in c.token_ids]) == text
     assert final.usage.ttft_s > 0
+
+
+async def test_the_vocabulary_is_the_models_and_the_engines_own_refusals_name_their_field(
+    vllm_backend: VllmEngineBackend, tokenizer
+) -> None:
+    assert vllm_backend.vocabulary_size == len(tokenizer) == 49152
+    ids = tuple(tokenizer.encode("Hello"))
+    # Refused as the sampling parameters are built, then as the engine takes the request.
+    for field, sampling in (("sampling.temperature", SamplingParams(temperature=3.0)),
+                            ("sampling.stop_token_ids", SamplingParams(stop_token_ids=(10**8,)))):
+        with pytest.raises(InvalidField) as refused:
+            await _collect(vllm_backend, GenerationRequest(f"refused-{field}", ids, 4, sampling=sampling))
+        assert refused.value.field == field
+        assert refused.value.rule.startswith("refused by the vLLM engine: ")
+    assert vllm_backend.num_unfinished_requests() == 0
 
 
 async def test_cancelling_the_stream_aborts_on_the_engine(

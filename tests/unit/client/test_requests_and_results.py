@@ -47,6 +47,18 @@ def test_a_naive_datetime_deadline_is_refused():
     assert refused.value.field == "deadline"
 
 
+@pytest.mark.parametrize("deadline", [1e308, float("inf"), float("nan"), -1.0, 253_402_300_800])
+def test_a_deadline_no_timestamp_holds_is_refused_naming_the_field(deadline: float):
+    with pytest.raises(InvalidField) as refused:
+        generate_request(model="m", max_tokens=1, prompt="a", deadline=deadline)
+    assert refused.value.field == "deadline" and "9999-12-31" in refused.value.rule
+
+
+def test_the_last_second_a_timestamp_holds_is_a_deadline():
+    request = generate_request(model="m", max_tokens=1, prompt="a", deadline=253_402_300_799)
+    assert request.deadline.seconds == 253_402_300_799
+
+
 def test_a_completion_gathers_its_chunks():
     replies = [
         scheduler_pb2.GenerateResponse(request_id="r", token_ids=[1, 2], text="Hel", worker_id="w0", predicted_output_tokens=40),

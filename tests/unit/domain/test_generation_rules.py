@@ -29,9 +29,13 @@ def test_a_request_that_keeps_every_rule_comes_back_unchanged() -> None:
     ({"max_tokens": 0}, "max_tokens"),
     ({"max_tokens": MAX_TOKENS_LIMIT + 1}, "max_tokens"),
     ({"sampling": SamplingParams(temperature=-0.1)}, "sampling.temperature"),
+    ({"sampling": SamplingParams(temperature=2.5)}, "sampling.temperature"),
+    ({"sampling": SamplingParams(temperature=float("nan"))}, "sampling.temperature"),
     ({"sampling": SamplingParams(top_p=0.0)}, "sampling.top_p"),
     ({"sampling": SamplingParams(top_p=1.5)}, "sampling.top_p"),
     ({"sampling": SamplingParams(top_k=-1)}, "sampling.top_k"),
+    ({"sampling": SamplingParams(stop=("END", ""))}, "sampling.stop"),
+    ({"sampling": SamplingParams(stop_token_ids=(2, -1))}, "sampling.stop_token_ids"),
     ({"ttft_slo_s": -1.0}, "slo"),
     ({"tpot_slo_s": -0.5}, "slo"),
 ])
@@ -45,4 +49,6 @@ def test_a_broken_rule_names_its_field(change: dict[str, object], field: str) ->
 def test_the_limits_themselves_are_allowed() -> None:
     at_limits = replace(VALID, prompt_token_ids=(0,) * MAX_PROMPT_TOKENS, max_tokens=MAX_TOKENS_LIMIT,
                         sampling=SamplingParams(temperature=0.0, top_p=1.0))
+    assert validate_generation(at_limits) is at_limits
+    at_limits = replace(VALID, sampling=SamplingParams(temperature=2.0, stop_token_ids=(0,)))
     assert validate_generation(at_limits) is at_limits

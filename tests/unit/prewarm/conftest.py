@@ -50,6 +50,7 @@ class RecordingEngine:
         return False
 
     max_request_tokens = 4096
+    vocabulary_size = None
     detokenizes = True
 
     def stats(self) -> EngineStats:

@@ -18,7 +18,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +32,15 @@ from forethought.domain import (
     FinishReason,
     GenerationChunk,
     GenerationRequest,
+    InvalidField,
+    SamplingParams,
     Usage,
 )
 from forethought.models import resolve_model
 from vllm import SamplingParams as VllmSamplingParams
 from vllm.config import KVEventsConfig
 from vllm.engine.arg_utils import AsyncEngineArgs
+from vllm.exceptions import VLLMValidationError
 from vllm.inputs import TokensPrompt
 from vllm.lora.request import LoRARequest
 from vllm.platforms import current_platform
@@ -157,6 +160,15 @@ def _to_vllm_sampling(request: GenerationRequest) -> VllmSamplingParams:
     )
 
 
+def refusal_of(error: VLLMValidationError) -> InvalidField:
+    """vLLM's refusal of a request as this contract's field: its rules that the worker does not check up front
+    (they change with vLLM's version) come back as INVALID_ARGUMENT, not as an internal error."""
+    parameter = error.parameter or ""
+    sampling = {item.name for item in fields(SamplingParams)}
+    field = f"sampling.{parameter}" if parameter in sampling else "max_tokens" if parameter == "max_tokens" else "request"
+    return InvalidField(field, f"refused by the vLLM engine: {error.args[0] if error.args else error}")
+
+
 def compute_threads(requested: int, usable_cpus: int) -> int:
     """``requested`` threads, or for 0 every usable CPU but one (left to the front end), at least one."""
     return requested if requested > 0 else max(1, usable_cpus - 1)
@@ -225,6 +237,7 @@ class VllmEngineBackend:
         self._engine: AsyncLLM | None = None
         self._events: KvEventSubscriber | None = None
         self._loras: dict[str, LoRARequest] = {}
+        self._vocabulary_size: int | None = None  # known once the engine has started
         self._kv_socket = Path(tempfile.gettempdir()) / f"forethought-kv-{uuid.uuid4().hex[:12]}"
 
     @property
@@ -241,6 +254,10 @@ class VllmEngineBackend:
     @property
     def max_request_tokens(self) -> int:
         return self.options.max_model_len
+
+    @property
+    def vocabulary_size(self) -> int | None:
+        return self._vocabulary_size
 
     async def start(self) -> None:
         if self._engine is not None:
@@ -264,6 +281,10 @@ class VllmEngineBackend:
             self._engine = await asyncio.to_thread(
                 AsyncLLM.from_engine_args, args, stat_loggers=[stat_logger]
             )
+        # vLLM's own bound: ids past the model's vocabulary or the tokenizer's, whichever is larger.
+        tokenizer = self._engine.tokenizer
+        self._vocabulary_size = max(self._engine.vllm_config.model_config.get_vocab_size(),
+                                    tokenizer.max_token_id + 1 if tokenizer is not None else 0)
         vllm_blocks = self._engine.vllm_config.cache_config.num_gpu_blocks or 0
         # Reported in index blocks, the unit of EngineStats.block_size and of the cache events.
         per_vllm_block = self.options.block_size // self.options.index_block_size
@@ -294,11 +315,15 @@ class VllmEngineBackend:
         lora = self._loras.get(request.lora_name) if request.lora_name else None
         if request.lora_name and lora is None:
             raise KeyError(f"lora_name {request.lora_name!r} is not loaded on this engine")
+        try:
+            sampling = _to_vllm_sampling(request)
+        except VLLMValidationError as refused:
+            raise refusal_of(refused) from None
         submitted = self._clock()
         self._monitor.submitted(request.request_id, request.service_class)
         stream = engine.generate(
             TokensPrompt(prompt_token_ids=list(request.prompt_token_ids)),
-            _to_vllm_sampling(request),
+            sampling,
             request.request_id,
             priority=request.priority,
             lora_request=lora,
@@ -313,6 +338,8 @@ class VllmEngineBackend:
                     self._monitor.first_token(request.request_id)
                 output_tokens += len(completion.token_ids)
                 yield self._chunk(request, output, ttft, output_tokens)
+        except VLLMValidationError as refused:  # raised as the engine takes the request, before any output
+            raise refusal_of(refused) from None
         finally:
             self._monitor.finished(request.request_id)
             # Closing vLLM's stream aborts the request there when it has not finished.

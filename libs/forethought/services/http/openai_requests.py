@@ -17,6 +17,7 @@ from typing import Any
 from google.protobuf import timestamp_pb2
 
 from forethought.domain import MAX_TOKENS_LIMIT, InvalidField, require
+from forethought.rpc import convert
 from forethought.v1 import common_pb2, scheduler_pb2
 
 SERVICE_CLASSES = {"rt": common_pb2.SERVICE_CLASS_REAL_TIME, "be": common_pb2.SERVICE_CLASS_BEST_EFFORT}
@@ -199,9 +200,7 @@ def deadline_of(value: Any) -> timestamp_pb2.Timestamp:
     except (TypeError, ValueError):
         seconds = _rfc3339(value)
     require(math.isfinite(seconds) and seconds > 0, "deadline", "must be unix seconds or an RFC 3339 time with its offset")
-    deadline = timestamp_pb2.Timestamp()
-    deadline.FromNanoseconds(round(seconds * 1e9))
-    return deadline
+    return convert.timestamp_of(seconds, "deadline")
 
 
 def _rfc3339(value: Any) -> float:

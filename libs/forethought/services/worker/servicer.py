@@ -37,6 +37,11 @@ def require_servable(request: GenerationRequest, engine: EngineBackend) -> None:
     require(prompt + request.max_tokens <= limit, "max_tokens",
             f"must be at most {limit - prompt}: the prompt's {prompt} tokens plus max_tokens may not pass {limit}, "
             "the longest request this worker's engine serves")
+    vocabulary = engine.vocabulary_size
+    if vocabulary is not None:
+        rule = f"must be token ids of this worker's model, 0..{vocabulary - 1}"
+        require(max(request.prompt_token_ids) < vocabulary, "prompt_token_ids", rule)
+        require(all(token_id < vocabulary for token_id in request.sampling.stop_token_ids), "sampling.stop_token_ids", rule)
 
 
 class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
