@@ -55,7 +55,7 @@ async def test_known_prompt_streams_paris(vllm_backend: VllmEngineBackend, token
     assert final.usage.ttft_s > 0
 
 
-async def test_the_vocabulary_is_the_models_and_the_engines_own_refusals_name_their_field(
+async def test_what_the_engine_cannot_serve_is_refused_naming_the_field(
     vllm_backend: VllmEngineBackend, tokenizer
 ) -> None:
     assert vllm_backend.vocabulary_size == len(tokenizer) == 49152
@@ -67,6 +67,9 @@ async def test_the_vocabulary_is_the_models_and_the_engines_own_refusals_name_th
             await _collect(vllm_backend, GenerationRequest(f"refused-{field}", ids, 4, sampling=sampling))
         assert refused.value.field == field
         assert refused.value.rule.startswith("refused by the vLLM engine: ")
+    with pytest.raises(InvalidField) as refused:
+        await _collect(vllm_backend, GenerationRequest("no-such-adapter", ids, 4, lora_name="no-such-adapter"))
+    assert refused.value.field == "lora_adapter" and "not loaded" in refused.value.rule
     assert vllm_backend.num_unfinished_requests() == 0
 
 

@@ -314,7 +314,9 @@ class VllmEngineBackend:
         engine = self.engine
         lora = self._loras.get(request.lora_name) if request.lora_name else None
         if request.lora_name and lora is None:
-            raise KeyError(f"lora_name {request.lora_name!r} is not loaded on this engine")
+            loaded = ", ".join(sorted(self._loras)) or "none"
+            raise InvalidField("lora_adapter", f"{request.lora_name!r} is not loaded on this worker's engine (loaded: "
+                                               f"{loaded}); prewarm it first (PrewarmRequest, kind LORA)")
         try:
             sampling = _to_vllm_sampling(request)
         except VLLMValidationError as refused:
