@@ -40,6 +40,7 @@ class GenerationRequest:
 
     ``priority``: lower runs first (vLLM's convention); the scheduler maps class and rank onto it.
     ``ttft_slo_s`` / ``tpot_slo_s``: RT deadlines; 0 means none.
+    ``fit_max_tokens``: ``max_tokens`` is a ceiling the worker lowers to what its engine fits.
     """
 
     request_id: str
@@ -51,6 +52,7 @@ class GenerationRequest:
     tpot_slo_s: float = 0.0
     sampling: SamplingParams = field(default_factory=SamplingParams)
     lora_name: str = ""
+    fit_max_tokens: bool = False
 
 
 class FinishReason(enum.IntEnum):

@@ -87,6 +87,7 @@ def generation_from_proto(message: worker_pb2.WorkerServiceGenerateRequest) -> G
         tpot_slo_s=message.slo.tpot_s,
         sampling=sampling_from_proto(message.sampling),
         lora_name=message.lora_adapter,
+        fit_max_tokens=message.fit_max_tokens,
     )
 
 
@@ -96,7 +97,7 @@ def generation_to_proto(request: GenerationRequest) -> worker_pb2.WorkerServiceG
         request_id=request.request_id, prompt_token_ids=request.prompt_token_ids, max_tokens=request.max_tokens,
         sampling=sampling_to_proto(request.sampling), service_class=service_class_to_proto(request.service_class),
         slo=common_pb2.ServiceLevelObjective(ttft_s=request.ttft_slo_s, tpot_s=request.tpot_slo_s),
-        priority=request.priority, lora_adapter=request.lora_name,
+        priority=request.priority, lora_adapter=request.lora_name, fit_max_tokens=request.fit_max_tokens,
     )
 
 

@@ -36,7 +36,7 @@ WORKER_HEALTH_DRAINING: WorkerHealth
 WORKER_HEALTH_UNHEALTHY: WorkerHealth
 
 class GenerateRequest(_message.Message):
-    __slots__ = ("request_id", "model", "text", "token_ids", "chat", "max_tokens", "sampling", "service_class", "slo", "application_id", "step", "deadline", "return_text", "lora_adapter", "execution")
+    __slots__ = ("request_id", "model", "text", "token_ids", "chat", "max_tokens", "sampling", "service_class", "slo", "application_id", "step", "deadline", "return_text", "lora_adapter", "execution", "fit_max_tokens")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
@@ -52,6 +52,7 @@ class GenerateRequest(_message.Message):
     RETURN_TEXT_FIELD_NUMBER: _ClassVar[int]
     LORA_ADAPTER_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_FIELD_NUMBER: _ClassVar[int]
+    FIT_MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     model: str
     text: str
@@ -67,7 +68,8 @@ class GenerateRequest(_message.Message):
     return_text: bool
     lora_adapter: str
     execution: int
-    def __init__(self, request_id: _Optional[str] = ..., model: _Optional[str] = ..., text: _Optional[str] = ..., token_ids: _Optional[_Union[_common_pb2.TokenIds, _Mapping]] = ..., chat: _Optional[_Union[ChatMessages, _Mapping]] = ..., max_tokens: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., service_class: _Optional[_Union[_common_pb2.ServiceClass, str]] = ..., slo: _Optional[_Union[_common_pb2.ServiceLevelObjective, _Mapping]] = ..., application_id: _Optional[str] = ..., step: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., return_text: _Optional[bool] = ..., lora_adapter: _Optional[str] = ..., execution: _Optional[int] = ...) -> None: ...
+    fit_max_tokens: bool
+    def __init__(self, request_id: _Optional[str] = ..., model: _Optional[str] = ..., text: _Optional[str] = ..., token_ids: _Optional[_Union[_common_pb2.TokenIds, _Mapping]] = ..., chat: _Optional[_Union[ChatMessages, _Mapping]] = ..., max_tokens: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., service_class: _Optional[_Union[_common_pb2.ServiceClass, str]] = ..., slo: _Optional[_Union[_common_pb2.ServiceLevelObjective, _Mapping]] = ..., application_id: _Optional[str] = ..., step: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., return_text: _Optional[bool] = ..., lora_adapter: _Optional[str] = ..., execution: _Optional[int] = ..., fit_max_tokens: _Optional[bool] = ...) -> None: ...
 
 class ChatMessages(_message.Message):
     __slots__ = ("messages",)

@@ -33,7 +33,7 @@ PREWARM_STATUS_UNSUPPORTED: PrewarmStatus
 PREWARM_STATUS_FAILED: PrewarmStatus
 
 class WorkerServiceGenerateRequest(_message.Message):
-    __slots__ = ("request_id", "prompt_token_ids", "max_tokens", "sampling", "service_class", "slo", "priority", "lora_adapter", "model")
+    __slots__ = ("request_id", "prompt_token_ids", "max_tokens", "sampling", "service_class", "slo", "priority", "lora_adapter", "model", "fit_max_tokens")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -43,6 +43,7 @@ class WorkerServiceGenerateRequest(_message.Message):
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     LORA_ADAPTER_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    FIT_MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
     max_tokens: int
@@ -52,7 +53,8 @@ class WorkerServiceGenerateRequest(_message.Message):
     priority: int
     lora_adapter: str
     model: str
-    def __init__(self, request_id: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., max_tokens: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., service_class: _Optional[_Union[_common_pb2.ServiceClass, str]] = ..., slo: _Optional[_Union[_common_pb2.ServiceLevelObjective, _Mapping]] = ..., priority: _Optional[int] = ..., lora_adapter: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
+    fit_max_tokens: bool
+    def __init__(self, request_id: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., max_tokens: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., service_class: _Optional[_Union[_common_pb2.ServiceClass, str]] = ..., slo: _Optional[_Union[_common_pb2.ServiceLevelObjective, _Mapping]] = ..., priority: _Optional[int] = ..., lora_adapter: _Optional[str] = ..., model: _Optional[str] = ..., fit_max_tokens: _Optional[bool] = ...) -> None: ...
 
 class WorkerServiceGenerateResponse(_message.Message):
     __slots__ = ("request_id", "token_ids", "text", "finish_reason", "usage")

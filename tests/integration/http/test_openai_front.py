@@ -54,6 +54,18 @@ def test_a_completion_takes_text_or_token_ids(sim_mesh: Mesh):
     assert ids.usage.prompt_tokens == 40 and ids.usage.completion_tokens == 3
 
 
+def test_a_request_without_a_length_gets_the_context_its_prompt_leaves(sim_mesh: Mesh):
+    # The sim worker serves 32,768 tokens of prompt plus output; the default length (256) does not fit here.
+    api = client(sim_mesh)
+    prompt = [5] * 32_600
+    fitted = api.completions.create(model=MODEL, prompt=prompt, extra_body={"ignore_eos": True})
+    assert (fitted.usage.prompt_tokens, fitted.usage.completion_tokens) == (32_600, 168)
+    assert fitted.choices[0].finish_reason == "length"
+    with pytest.raises(openai.BadRequestError) as refused:  # a length the caller chose is not changed
+        api.completions.create(model=MODEL, prompt=prompt, max_tokens=256, extra_body={"ignore_eos": True})
+    assert refused.value.body["param"] == "max_tokens" and "must be at most 168" in refused.value.body["message"]
+
+
 async def test_the_async_client_streams_chunks_and_a_last_usage_chunk(sim_mesh: Mesh):
     api = openai.AsyncOpenAI(base_url=sim_mesh.base_url, api_key="unused", max_retries=0)
     stream = await api.chat.completions.create(

@@ -34,7 +34,8 @@ def test_a_completion_maps_openai_fields_onto_the_request():
 def test_unset_sampling_stays_unset_and_the_length_defaults():
     request = completion({"prompt": "Hi"}).generate
     assert not request.sampling.HasField("temperature") and not request.sampling.HasField("seed")
-    assert request.max_tokens == 256
+    assert request.max_tokens == 256 and request.fit_max_tokens  # the default: a ceiling the worker may lower
+    assert not completion({"prompt": "Hi", "max_tokens": 256}).generate.fit_max_tokens  # a length sent is kept
 
 
 @pytest.mark.parametrize(("prompt", "which", "expected"), [

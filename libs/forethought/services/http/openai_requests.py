@@ -108,8 +108,9 @@ def _gateway_request(body: Mapping[str, Any], request: scheduler_pb2.GenerateReq
 
 def _common(body: Mapping[str, Any], headers: Mapping[str, str], request_id: str,
             length_fields: tuple[str, ...], default_max_tokens: int) -> scheduler_pb2.GenerateRequest:
-    """What both routes share: model, length (the first of ``length_fields`` sent, else the default),
-    sampling and Forethought's fields."""
+    """What both routes share: model, length (the first of ``length_fields`` sent, else the default, which a
+    worker lowers to what its engine fits, as OpenAI fills the context that is left), sampling and Forethought's
+    fields."""
     require(isinstance(body, Mapping), "body", "must be a JSON object")
     model = body.get("model")
     require(isinstance(model, str) and bool(model), "model", "must be a non-empty string")
@@ -120,9 +121,10 @@ def _common(body: Mapping[str, Any], headers: Mapping[str, str], request_id: str
     request = scheduler_pb2.GenerateRequest(request_id=request_id, model=model, return_text=True,
                                             sampling=_sampling(body))
     length_field, max_tokens = next(((name, value) for name in length_fields if (value := _integer(body, name)) is not None),
-                                    (length_fields[0], default_max_tokens))
-    require(1 <= max_tokens <= MAX_TOKENS_LIMIT, length_field, f"must be in 1..{MAX_TOKENS_LIMIT}")
+                                    (None, default_max_tokens))
+    require(1 <= max_tokens <= MAX_TOKENS_LIMIT, length_field or length_fields[0], f"must be in 1..{MAX_TOKENS_LIMIT}")
     request.max_tokens = max_tokens
+    request.fit_max_tokens = length_field is None
     _forethought_fields(request, _extras(body, headers))
     return request
 

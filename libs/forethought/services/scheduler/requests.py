@@ -73,7 +73,7 @@ def generation_of(request: scheduler_pb2.GenerateRequest, request_id: str, token
         request_id=request_id, prompt_token_ids=tuple(token_ids), max_tokens=request.max_tokens,
         service_class=convert.service_class_from_proto(request.service_class),
         ttft_slo_s=request.slo.ttft_s, tpot_slo_s=request.slo.tpot_s, sampling=convert.sampling_from_proto(request.sampling),
-        lora_name=request.lora_adapter,
+        lora_name=request.lora_adapter, fit_max_tokens=request.fit_max_tokens,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import grpc
 
@@ -23,6 +24,15 @@ _STATUS_TO_PROTO = {
     PrewarmStatus.UNSUPPORTED: worker_pb2.PREWARM_STATUS_UNSUPPORTED,
     PrewarmStatus.FAILED: worker_pb2.PREWARM_STATUS_FAILED,
 }
+
+
+def fitted(request: GenerationRequest, limit: int) -> GenerationRequest:
+    """The request with ``max_tokens`` lowered so its prompt plus output fit in ``limit``, when it asks for that
+    (``fit_max_tokens``) and its prompt leaves room; otherwise unchanged."""
+    room = limit - len(request.prompt_token_ids)
+    if request.fit_max_tokens and 0 < room < request.max_tokens:
+        return replace(request, max_tokens=room)
+    return request
 
 
 def require_servable(request: GenerationRequest, engine: EngineBackend) -> None:
@@ -68,6 +78,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     ) -> AsyncIterator[worker_pb2.WorkerServiceGenerateResponse]:
         engine_request = validate_generation(convert.generation_from_proto(request))
         model, engine = self._engine(request.model)
+        engine_request = fitted(engine_request, engine.max_request_tokens)
         require_servable(engine_request, engine)
         if engine_request.request_id in self._live:
             raise AlreadyExists(f"request_id: {engine_request.request_id!r} is already running on this worker")
