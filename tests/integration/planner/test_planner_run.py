@@ -394,3 +394,17 @@ def test_a_job_runs_on_a_real_vllm_engine_with_an_output_forwarded(repo, start_s
     assert 0 < len(outputs["draft"]["tokens"]) <= 12
     # The engine read the review's own prompt followed by the draft's whole output.
     assert outputs["review"]["prompt_tokens"] == 16 + len(outputs["draft"]["tokens"])
+
+    # The example for the default install: its evaluator is a second engine of the same weights, under an alias.
+    example = subprocess.run([sys.executable, "-m", "forethought.cli", "run", "examples/jobs/chain_summary_vllm.yaml",
+                              "--planner", planner.address, "--job-id", "vllm-example"],
+                             cwd=repo, capture_output=True, text=True, timeout=300)
+    assert example.returncode == 0, example.stderr
+    assert example.stdout.splitlines()[-1].startswith("job vllm-example: done, 9/9 requests in ")
+    # A name the engine has no weights for fails the job with the worker's reason, not an internal error.
+    unknown = subprocess.run([sys.executable, "-m", "forethought.cli", "run", "examples/jobs/chain_summary_small.yaml",
+                              "--planner", planner.address, "--job-id", "vllm-unknown"],
+                             cwd=repo, capture_output=True, text=True, timeout=120)
+    assert unknown.returncode != 0
+    assert "job.models[summarizer]: no worker could load it (" in unknown.stderr, unknown.stderr
+    assert ": NOT_FOUND model: model 'summarizer' is neither a known name" in unknown.stderr, unknown.stderr

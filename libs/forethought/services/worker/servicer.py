@@ -142,7 +142,10 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                                      f"not {tp}; unload it first")
         self.tensor_parallel[request.model] = tp
         # NOTE: this call's wait (0 when the model runs already), not the model's last load time.
-        waited = await self._agent.lifecycle.load(request.model)
+        try:
+            waited = await self._agent.lifecycle.load(request.model)
+        except FileNotFoundError as missing:  # an engine that loads weights (vLLM) found none under this name
+            raise NotFound(f"model: {missing}") from None
         return worker_pb2.LoadModelResponse(load_s=waited, tensor_parallel_size=tp)
 
     async def UnloadModel(
