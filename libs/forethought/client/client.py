@@ -24,11 +24,10 @@ import grpc
 
 from forethought.client.blocking import BlockingClient, blocking, blocking_stream
 from forethought.client.connection import ChannelClient, client_channel
-from forethought.client.requests import Chat, ServiceLevelObjective, generate_request, unix_seconds
+from forethought.client.requests import Chat, ServiceLevelObjective, deadline_timestamp, generate_request
 from forethought.client.results import ApplicationRun, Chunk, ClientError, Completion, FinishedRun, RunProgress, Worker
 from forethought.client.retry import RetryPolicy, retry_delay
 from forethought.domain import SamplingParams, ServiceClass
-from forethought.rpc import convert
 from forethought.rpc.access import bearer_metadata
 from forethought.rpc.errors import retry_delay_of
 from forethought.telemetry.tracing import trace_metadata
@@ -138,7 +137,7 @@ class AsyncForethoughtClient(ChannelClient):
         ``generate`` calls with ``application_id=run.run_id`` and ``step``, its tool steps ``report_step``."""
         request = scheduler_pb2.SubmitApplicationRequest(application=application, run_id=run_id)
         if deadline is not None:
-            request.deadline.CopyFrom(convert.timestamp_of(unix_seconds(deadline), "deadline"))
+            request.deadline.CopyFrom(deadline_timestamp(deadline))
         reply = await self._unary("SubmitApplication", request, timeout_s)
         return ApplicationRun(reply.run_id, reply.estimated_completion_s, reply.gittins_rank)
 

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from google.protobuf import timestamp_pb2
+
 from forethought.domain import InvalidField, SamplingParams, ServiceClass, require
 from forethought.rpc import convert
 from forethought.v1 import scheduler_pb2
@@ -59,13 +61,15 @@ def generate_request(*, model: str, max_tokens: int, prompt: str | None = None, 
     if slo is not None:
         request.slo.ttft_s, request.slo.tpot_s = slo.ttft_s, slo.tpot_s
     if deadline is not None:
-        request.deadline.CopyFrom(convert.timestamp_of(unix_seconds(deadline), "deadline"))
+        request.deadline.CopyFrom(deadline_timestamp(deadline))
     return request
 
 
-def unix_seconds(deadline: datetime | float) -> float:
+def deadline_timestamp(deadline: datetime | float) -> timestamp_pb2.Timestamp:
+    """A deadline, an aware datetime or unix seconds, as the contract's timestamp; InvalidField naming ``deadline``
+    for a naive datetime or a time no timestamp holds."""
     if isinstance(deadline, datetime):
         if deadline.tzinfo is None:
             raise InvalidField("deadline", "a datetime needs its time zone")
-        return deadline.timestamp()
-    return float(deadline)
+        return convert.timestamp_of(deadline.timestamp(), "deadline")
+    return convert.timestamp_of(float(deadline), "deadline")
