@@ -9,6 +9,7 @@ return as INVALID_ARGUMENT.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -32,6 +33,9 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     stop_token_ids: tuple[int, ...] = ()
     ignore_eos: bool = False
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,8 @@ def validate_prompt(token_ids: Sequence[int], field: str = "prompt_token_ids") -
 
 MAX_TEMPERATURE = 2.0
 """OpenAI's and vLLM's upper bound: past it sampling is close to uniform over the vocabulary."""
+MAX_PENALTY = 2.0
+"""OpenAI's and vLLM's bound on the presence and frequency penalties, either sign."""
 
 
 def validate_sampling(params: SamplingParams, field: str = "sampling") -> None:
@@ -117,6 +123,10 @@ def validate_sampling(params: SamplingParams, field: str = "sampling") -> None:
     require(params.top_k >= 0, f"{field}.top_k", "must be >= 0")
     require(all(params.stop), f"{field}.stop", "must not hold an empty string (it would stop at once)")
     require(all(token_id >= 0 for token_id in params.stop_token_ids), f"{field}.stop_token_ids", "must be >= 0")
+    for name in ("presence_penalty", "frequency_penalty"):
+        value = getattr(params, name)
+        require(-MAX_PENALTY <= value <= MAX_PENALTY, f"{field}.{name}", f"must be in [-{MAX_PENALTY:g}, {MAX_PENALTY:g}]")
+    require(0 < params.repetition_penalty < math.inf, f"{field}.repetition_penalty", "must be > 0 and finite")
 
 
 def validate_terms(max_tokens: int, sampling: SamplingParams, ttft_slo_s: float, tpot_slo_s: float) -> None:

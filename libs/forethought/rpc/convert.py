@@ -63,7 +63,8 @@ def service_class_to_proto(value: ServiceClass) -> int:
 
 
 def sampling_from_proto(message: common_pb2.SamplingParams) -> SamplingParams:
-    """Sampling parameters as sent (``validate_sampling`` checks them); unset temperature and top_p mean 1.0."""
+    """Sampling parameters as sent (``validate_sampling`` checks them); unset temperature, top_p and repetition
+    penalty mean 1.0."""
     return SamplingParams(
         temperature=message.temperature if message.HasField("temperature") else 1.0,
         top_p=message.top_p if message.HasField("top_p") else 1.0,
@@ -72,6 +73,9 @@ def sampling_from_proto(message: common_pb2.SamplingParams) -> SamplingParams:
         stop=tuple(message.stop),
         stop_token_ids=tuple(message.stop_token_ids),
         ignore_eos=message.ignore_eos,
+        presence_penalty=message.presence_penalty,
+        frequency_penalty=message.frequency_penalty,
+        repetition_penalty=message.repetition_penalty if message.HasField("repetition_penalty") else 1.0,
     )
 
 
@@ -105,9 +109,12 @@ def sampling_to_proto(params: SamplingParams) -> common_pb2.SamplingParams:
     message = common_pb2.SamplingParams(
         temperature=params.temperature, top_p=params.top_p, top_k=params.top_k,
         stop=list(params.stop), stop_token_ids=list(params.stop_token_ids), ignore_eos=params.ignore_eos,
+        presence_penalty=params.presence_penalty, frequency_penalty=params.frequency_penalty,
     )
     if params.seed is not None:
         message.seed = params.seed
+    if params.repetition_penalty != 1.0:
+        message.repetition_penalty = params.repetition_penalty
     return message
 
 

@@ -31,9 +31,12 @@ def bodies(route: str) -> st.SearchStrategy[dict[str, object]]:
         "temperature": st.floats(0, 2), "top_p": st.floats(0.01, 1), "seed": st.integers(0, 2**31 - 1),
         "stream": st.booleans(), "stream_options": st.just({"include_usage": True}), "service_class": st.just("be"),
         "stop": st.lists(st.text(min_size=1, max_size=5), max_size=2),
+        "presence_penalty": st.floats(-2, 2), "frequency_penalty": st.floats(-2, 2),
+        "repetition_penalty": st.floats(0.01, 2),
     })
     fields = ["model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "stop", "seed", "stream",
-              "stream_options", "service_class", "slo", "deadline", "application_id", "step", *prompt]
+              "stream_options", "service_class", "slo", "deadline", "application_id", "step", "presence_penalty",
+              "frequency_penalty", "repetition_penalty", *prompt]
     one_bad = st.tuples(valid, st.sampled_from(fields), ANY).map(lambda drawn: {**drawn[0], drawn[1]: drawn[2]})
     random_fields = st.dictionaries(st.sampled_from(fields), ANY, max_size=6)
     return st.one_of(valid, one_bad, random_fields)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Sequence
 
 import pytest
@@ -71,6 +72,26 @@ async def test_what_the_engine_cannot_serve_is_refused_naming_the_field(
         await _collect(vllm_backend, GenerationRequest("no-such-adapter", ids, 4, lora_name="no-such-adapter"))
     assert refused.value.field == "lora_adapter" and "not loaded" in refused.value.rule
     assert vllm_backend.num_unfinished_requests() == 0
+
+
+async def test_penalties_steer_a_greedy_answer_away_from_repeating_itself(
+    vllm_backend: VllmEngineBackend, tokenizer
+) -> None:
+    ids = tuple(tokenizer.encode("List the days of the week, then list them again, and again:"))
+
+    async def greedy(name: str, **penalties: float) -> list[int]:
+        sampling = SamplingParams(temperature=0.0, ignore_eos=True, **penalties)
+        chunks = await _collect(vllm_backend, GenerationRequest(f"penalty-{name}", ids, 40, sampling=sampling))
+        return [token for chunk in chunks for token in chunk.token_ids]
+
+    plain = await greedy("none")
+    assert plain == await greedy("none-again"), "greedy decoding is deterministic"
+    penalised = {name: await greedy(name, **{name: value}) for name, value in
+                 (("frequency_penalty", 2.0), ("presence_penalty", 2.0), ("repetition_penalty", 1.5))}
+    assert all(tokens != plain for tokens in penalised.values()), "each penalty reaches the engine"
+    # The answer without a penalty repeats tokens; a frequency penalty makes its most repeated token rarer.
+    most_repeated = {name: Counter(tokens).most_common(1)[0][1] for name, tokens in (("none", plain), *penalised.items())}
+    assert most_repeated["frequency_penalty"] < most_repeated["none"], most_repeated
 
 
 async def test_cancelling_the_stream_aborts_on_the_engine(

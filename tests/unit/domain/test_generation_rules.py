@@ -36,6 +36,11 @@ def test_a_request_that_keeps_every_rule_comes_back_unchanged() -> None:
     ({"sampling": SamplingParams(top_k=-1)}, "sampling.top_k"),
     ({"sampling": SamplingParams(stop=("END", ""))}, "sampling.stop"),
     ({"sampling": SamplingParams(stop_token_ids=(2, -1))}, "sampling.stop_token_ids"),
+    ({"sampling": SamplingParams(presence_penalty=2.5)}, "sampling.presence_penalty"),
+    ({"sampling": SamplingParams(frequency_penalty=-2.01)}, "sampling.frequency_penalty"),
+    ({"sampling": SamplingParams(frequency_penalty=float("nan"))}, "sampling.frequency_penalty"),
+    ({"sampling": SamplingParams(repetition_penalty=0.0)}, "sampling.repetition_penalty"),
+    ({"sampling": SamplingParams(repetition_penalty=float("inf"))}, "sampling.repetition_penalty"),
     ({"ttft_slo_s": -1.0}, "slo"),
     ({"tpot_slo_s": -0.5}, "slo"),
 ])
@@ -51,4 +56,6 @@ def test_the_limits_themselves_are_allowed() -> None:
                         sampling=SamplingParams(temperature=0.0, top_p=1.0))
     assert validate_generation(at_limits) is at_limits
     at_limits = replace(VALID, sampling=SamplingParams(temperature=2.0, stop_token_ids=(0,)))
+    assert validate_generation(at_limits) is at_limits
+    at_limits = replace(VALID, sampling=SamplingParams(presence_penalty=-2.0, frequency_penalty=2.0, repetition_penalty=1e-3))
     assert validate_generation(at_limits) is at_limits

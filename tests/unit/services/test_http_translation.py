@@ -107,8 +107,24 @@ def test_vllms_top_k_off_is_this_contracts_zero():
 
 
 def test_harmless_values_of_unsupported_features_are_accepted():
-    request = completion({"prompt": "Hi", "n": 1, "logprobs": None, "echo": False, "presence_penalty": 0, "best_of": 1}).generate
+    request = completion({"prompt": "Hi", "n": 1, "logprobs": None, "echo": False, "best_of": 1}).generate
     assert request.text == "Hi"
+
+
+def test_penalties_reach_the_sampling_parameters_and_unset_ones_stay_unset():
+    sampling = completion({"prompt": "Hi", "presence_penalty": 0.5, "frequency_penalty": -1,
+                           "repetition_penalty": 1.2}).generate.sampling
+    assert (sampling.presence_penalty, sampling.frequency_penalty, sampling.repetition_penalty) == (0.5, -1.0, 1.2)
+    assert not completion({"prompt": "Hi"}).generate.sampling.HasField("repetition_penalty")
+    with pytest.raises(InvalidField) as refused:
+        completion({"prompt": "Hi", "frequency_penalty": "high"})
+    assert refused.value.field == "frequency_penalty"
+
+
+def test_a_penalty_the_scheduler_refuses_names_its_openai_parameter():
+    for field in ("presence_penalty", "frequency_penalty", "repetition_penalty"):
+        error = http_error(grpc.StatusCode.INVALID_ARGUMENT, f"sampling.{field}: out of range", f"sampling.{field}")
+        assert error.body["error"]["param"] == field
 
 
 @pytest.mark.parametrize(("code", "status", "kind"), [

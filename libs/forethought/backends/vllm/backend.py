@@ -155,6 +155,9 @@ def _to_vllm_sampling(request: GenerationRequest) -> VllmSamplingParams:
         stop=list(sampling.stop) or None,
         stop_token_ids=list(sampling.stop_token_ids) or None,
         ignore_eos=sampling.ignore_eos,
+        presence_penalty=sampling.presence_penalty,
+        frequency_penalty=sampling.frequency_penalty,
+        repetition_penalty=sampling.repetition_penalty,
         output_kind=RequestOutputKind.DELTA,
         extra_args=slo_extra_args(request),
     )

@@ -38,8 +38,7 @@ HEADERS = {
 
 UNSUPPORTED: dict[str, tuple[Any, ...]] = {
     "logprobs": (None, False, 0), "top_logprobs": (None, 0), "echo": (None, False), "suffix": (None, ""),
-    "best_of": (None, 1), "logit_bias": (None, {}), "presence_penalty": (None, 0, 0.0),
-    "frequency_penalty": (None, 0, 0.0), "tools": (None, []), "functions": (None, []),
+    "best_of": (None, 1), "logit_bias": (None, {}), "tools": (None, []), "functions": (None, []),
     "response_format": (None, {"type": "text"}),
 }
 """OpenAI features the mesh does not offer, with the values that ask for nothing (accepted as sent)."""
@@ -131,7 +130,7 @@ def _common(body: Mapping[str, Any], headers: Mapping[str, str], request_id: str
 
 def _sampling(body: Mapping[str, Any]) -> common_pb2.SamplingParams:
     sampling = common_pb2.SamplingParams()
-    for name in ("temperature", "top_p"):
+    for name in ("temperature", "top_p", "presence_penalty", "frequency_penalty", "repetition_penalty"):
         value = _number(body, name)
         if value is not None:
             setattr(sampling, name, value)
