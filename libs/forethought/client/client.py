@@ -72,12 +72,14 @@ class AsyncForethoughtClient(ChannelClient):
                        sampling: SamplingParams | None = None, service_class: ServiceClass | None = None,
                        slo: ServiceLevelObjective | None = None, deadline: datetime | float | None = None,
                        application_id: str = "", step: str = "", execution: int | None = None, request_id: str = "",
-                       return_text: bool = True, timeout_s: float | None = None) -> AsyncIterator[Chunk]:
+                       return_text: bool = True, fit_max_tokens: bool = False,
+                       timeout_s: float | None = None) -> AsyncIterator[Chunk]:
         """Streams the answer chunk by chunk; exactly one of ``prompt``, ``token_ids`` and ``chat``.
 
         ``deadline`` is the scheduler's finish-by time (it orders by least slack); ``timeout_s`` is when this
-        call gives up. Leaving the loop early cancels the request on its worker. ``execution`` numbers the
-        step execution of an application run the request belongs to (docs/applications.md).
+        call gives up; ``fit_max_tokens`` lets the worker lower ``max_tokens`` to the context the prompt leaves.
+        Leaving the loop early cancels the request on its worker. ``execution`` numbers the step execution of an
+        application run the request belongs to (docs/applications.md).
 
         Raises:
             ClientError: the call failed (after the retries its status allows).
@@ -86,7 +88,8 @@ class AsyncForethoughtClient(ChannelClient):
         request = generate_request(
             model=model, max_tokens=max_tokens, prompt=prompt, token_ids=token_ids, chat=chat, sampling=sampling,
             service_class=service_class, slo=slo, deadline=deadline, application_id=application_id, step=step,
-            execution=execution, request_id=request_id or uuid.uuid4().hex, return_text=return_text)
+            execution=execution, request_id=request_id or uuid.uuid4().hex, return_text=return_text,
+            fit_max_tokens=fit_max_tokens)
         ends = self._ends(timeout_s)
         stubs = self._stub_turns()
         attempt = 1
@@ -114,12 +117,13 @@ class AsyncForethoughtClient(ChannelClient):
                        sampling: SamplingParams | None = None, service_class: ServiceClass | None = None,
                        slo: ServiceLevelObjective | None = None, deadline: datetime | float | None = None,
                        application_id: str = "", step: str = "", execution: int | None = None, request_id: str = "",
-                       return_text: bool = True, timeout_s: float | None = None) -> Completion:
+                       return_text: bool = True, fit_max_tokens: bool = False, timeout_s: float | None = None) -> Completion:
         """The whole answer of ``generate`` (same arguments): text, token ids, usage, finish reason, worker, forecast."""
         return Completion.of([chunk async for chunk in self.generate(
             model=model, max_tokens=max_tokens, prompt=prompt, token_ids=token_ids, chat=chat, sampling=sampling,
             service_class=service_class, slo=slo, deadline=deadline, application_id=application_id, step=step,
-            execution=execution, request_id=request_id, return_text=return_text, timeout_s=timeout_s)])
+            execution=execution, request_id=request_id, return_text=return_text, fit_max_tokens=fit_max_tokens,
+            timeout_s=timeout_s)])
 
     async def cancel(self, request_id: str, *, timeout_s: float | None = None) -> bool:
         """Cancels a request another connection streams (on any replica); False when it was unknown or already finished."""

@@ -36,15 +36,16 @@ def generate_request(*, model: str, max_tokens: int, prompt: str | None = None, 
                      chat: Chat | None = None, sampling: SamplingParams | None = None,
                      service_class: ServiceClass | None = None, slo: ServiceLevelObjective | None = None,
                      deadline: datetime | float | None = None, application_id: str = "", step: str = "",
-                     execution: int | None = None, request_id: str = "",
-                     return_text: bool = True) -> scheduler_pb2.GenerateRequest:
+                     execution: int | None = None, request_id: str = "", return_text: bool = True,
+                     fit_max_tokens: bool = False) -> scheduler_pb2.GenerateRequest:
     """The request; exactly one of ``prompt``, ``token_ids`` and ``chat``; ``deadline``: an aware datetime
-    or unix seconds. The scheduler checks the rest of the rules and names the field it refuses."""
+    or unix seconds; ``fit_max_tokens``: the worker lowers ``max_tokens`` to the context the prompt leaves
+    rather than refuse it. The scheduler checks the rest of the rules and names the field it refuses."""
     given = [name for name, value in (("prompt", prompt), ("token_ids", token_ids), ("chat", chat)) if value is not None]
     require(len(given) == 1, "prompt", f"give exactly one of prompt, token_ids or chat (got {', '.join(given) or 'none'})")
     request = scheduler_pb2.GenerateRequest(
         request_id=request_id, model=model, max_tokens=max_tokens, return_text=return_text,
-        application_id=application_id, step=step, execution=execution,
+        application_id=application_id, step=step, execution=execution, fit_max_tokens=fit_max_tokens,
     )
     if prompt is not None:
         request.text = prompt

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from forethought.client import ChatMessage, Chunk, Completion, ServiceLevelObjective, generate_request
 from forethought.domain import FinishReason, InvalidField, SamplingParams, ServiceClass, Usage
+from forethought.rpc import convert
 from forethought.v1 import common_pb2, scheduler_pb2
 
 
@@ -32,6 +33,21 @@ def test_a_prompt_is_text_or_token_ids_and_unset_fields_stay_unset():
     assert not text.HasField("sampling") and text.service_class == common_pb2.SERVICE_CLASS_UNSPECIFIED
     ids = generate_request(model="m", max_tokens=1, token_ids=[5, 6])
     assert list(ids.token_ids.ids) == [5, 6]
+
+
+@pytest.mark.parametrize("sampling", [
+    SamplingParams(),
+    SamplingParams(temperature=0.0, top_p=0.9, top_k=5, seed=0, stop=("a", "b"), stop_token_ids=(2,), ignore_eos=True,
+                   presence_penalty=-0.5, frequency_penalty=1.5, repetition_penalty=1.3),
+], ids=["defaults", "every-field"])
+def test_sampling_parameters_survive_the_wire(sampling):
+    message = generate_request(model="m", max_tokens=1, prompt="x", sampling=sampling).sampling
+    assert convert.sampling_from_proto(message) == sampling
+
+
+def test_a_length_to_fit_is_the_callers_choice():
+    assert not generate_request(model="m", max_tokens=9, prompt="x").fit_max_tokens
+    assert generate_request(model="m", max_tokens=9, prompt="x", fit_max_tokens=True).fit_max_tokens
 
 
 @pytest.mark.parametrize("prompts", [{}, {"prompt": "a", "token_ids": [1]}], ids=["none", "two"])
