@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from forethought.domain import EngineStats, FinishReason, Usage
+from forethought.domain import EngineStats, FinishReason, PositionLogprobs, Usage
 from forethought.rpc import convert
 from forethought.rpc.errors import invalid_argument_of, retry_delay_of
 from forethought.v1 import scheduler_pb2
@@ -17,7 +17,8 @@ from forethought.v1 import scheduler_pb2
 @dataclass(frozen=True)
 class Chunk:
     """One message of a ``Generate`` stream: the tokens since the previous one and their text; the first
-    names the worker and the forecast, the last the finish reason and usage."""
+    names the worker and the forecast, the last the finish reason and usage. ``logprobs``: one entry per
+    token when the request asked for them (``SamplingParams.logprobs``)."""
 
     request_id: str
     token_ids: tuple[int, ...]
@@ -27,12 +28,14 @@ class Chunk:
     finish_reason: FinishReason | None = None
     usage: Usage | None = None
     queue_s: float = 0.0  # time the request waited before running (last chunk)
+    logprobs: tuple[PositionLogprobs, ...] = ()
 
     @classmethod
     def of(cls, reply: scheduler_pb2.GenerateResponse) -> Chunk:
         usage = convert.usage_from_proto(reply.usage) if reply.HasField("usage") else None
         return cls(reply.request_id, tuple(reply.token_ids), reply.text, reply.worker_id, reply.predicted_output_tokens,
-                   convert.finish_from_proto(reply.finish_reason), usage, reply.usage.queue_s)
+                   convert.finish_from_proto(reply.finish_reason), usage, reply.usage.queue_s,
+                   convert.logprobs_from_proto(reply.logprobs))
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class Completion:
     worker_id: str
     forecast: float  # the predictor's forecast of the output length; 0: none
     queue_s: float
+    logprobs: tuple[PositionLogprobs, ...] = ()  # one per token, when asked for
 
     @classmethod
     def of(cls, chunks: Iterable[Chunk]) -> Completion:
@@ -57,7 +61,7 @@ class Completion:
             token_ids=tuple(token for chunk in chunks for token in chunk.token_ids), finish_reason=last.finish_reason,
             usage=last.usage, worker_id=next((chunk.worker_id for chunk in reversed(chunks) if chunk.worker_id), ""),
             forecast=next((chunk.predicted_output_tokens for chunk in chunks if chunk.predicted_output_tokens), 0.0),
-            queue_s=last.queue_s,
+            queue_s=last.queue_s, logprobs=tuple(position for chunk in chunks for position in chunk.logprobs),
         )
 
 

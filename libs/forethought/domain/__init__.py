@@ -18,14 +18,17 @@ from forethought.domain.cache_events import (
 )
 from forethought.domain.engine_stats import ClassLoad, EngineStats
 from forethought.domain.generation import (
+    MAX_LOGPROBS,
     MAX_PROMPT_TOKENS,
     MAX_TOKENS_LIMIT,
     FinishReason,
     GenerationChunk,
     GenerationRequest,
     InvalidField,
+    PositionLogprobs,
     SamplingParams,
     ServiceClass,
+    TokenLogprob,
     Usage,
     require,
     validate_generation,
@@ -35,6 +38,7 @@ from forethought.domain.generation import (
 )
 
 __all__ = [
+    "MAX_LOGPROBS",
     "MAX_PROMPT_TOKENS",
     "MAX_TOKENS_LIMIT",
     "ROOT_PARENT",
@@ -48,8 +52,10 @@ __all__ = [
     "GenerationChunk",
     "GenerationRequest",
     "InvalidField",
+    "PositionLogprobs",
     "SamplingParams",
     "ServiceClass",
+    "TokenLogprob",
     "Usage",
     "block_hash",
     "chained_block_hashes",

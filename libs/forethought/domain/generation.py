@@ -36,6 +36,7 @@ class SamplingParams:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
+    logprobs: int | None = None  # None: no log probabilities; n: each token's and its n likeliest alternatives'
 
 
 @dataclass(frozen=True)
@@ -75,11 +76,29 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """A token's log probability at one position, and its text as the engine decodes it alone."""
+
+    token_id: int
+    logprob: float
+    token: str = ""
+
+
+@dataclass(frozen=True)
+class PositionLogprobs:
+    """One generated token's log probability and the likeliest alternatives at its position (likeliest first)."""
+
+    chosen: TokenLogprob
+    top: tuple[TokenLogprob, ...] = ()
+
+
+@dataclass(frozen=True)
 class GenerationChunk:
     """Tokens produced since the previous chunk; the last chunk carries ``finish_reason`` and ``usage``.
 
     ``text`` comes from an engine that detokenizes (``EngineBackend.detokenizes``); it need not be the
-    text of this chunk's tokens (vLLM holds text back while a stop string may match).
+    text of this chunk's tokens (vLLM holds text back while a stop string may match). ``logprobs``: one
+    entry per token of ``token_ids`` when the request asked for them (``SamplingParams.logprobs``).
     """
 
     request_id: str
@@ -87,6 +106,7 @@ class GenerationChunk:
     text: str = ""
     finish_reason: FinishReason | None = None
     usage: Usage | None = None
+    logprobs: tuple[PositionLogprobs, ...] = ()
 
 
 class InvalidField(ValueError):
@@ -114,6 +134,8 @@ MAX_TEMPERATURE = 2.0
 """OpenAI's and vLLM's upper bound: past it sampling is close to uniform over the vocabulary."""
 MAX_PENALTY = 2.0
 """OpenAI's and vLLM's bound on the presence and frequency penalties, either sign."""
+MAX_LOGPROBS = 20
+"""The most alternatives a token's log probabilities may list: OpenAI's ``top_logprobs`` bound, vLLM's default."""
 
 
 def validate_sampling(params: SamplingParams, field: str = "sampling") -> None:
@@ -127,6 +149,8 @@ def validate_sampling(params: SamplingParams, field: str = "sampling") -> None:
         value = getattr(params, name)
         require(-MAX_PENALTY <= value <= MAX_PENALTY, f"{field}.{name}", f"must be in [-{MAX_PENALTY:g}, {MAX_PENALTY:g}]")
     require(0 < params.repetition_penalty < math.inf, f"{field}.repetition_penalty", "must be > 0 and finite")
+    require(params.logprobs is None or 0 <= params.logprobs <= MAX_LOGPROBS, f"{field}.logprobs",
+            f"must be in 0..{MAX_LOGPROBS} (alternatives listed per token)")
 
 
 def validate_terms(max_tokens: int, sampling: SamplingParams, ttft_slo_s: float, tpot_slo_s: float) -> None:

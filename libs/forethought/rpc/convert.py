@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from google.protobuf import timestamp_pb2
 
 from forethought.domain import (
@@ -10,8 +12,10 @@ from forethought.domain import (
     FinishReason,
     GenerationRequest,
     InvalidField,
+    PositionLogprobs,
     SamplingParams,
     ServiceClass,
+    TokenLogprob,
     Usage,
 )
 from forethought.v1 import common_pb2, worker_pb2
@@ -76,6 +80,7 @@ def sampling_from_proto(message: common_pb2.SamplingParams) -> SamplingParams:
         presence_penalty=message.presence_penalty,
         frequency_penalty=message.frequency_penalty,
         repetition_penalty=message.repetition_penalty if message.HasField("repetition_penalty") else 1.0,
+        logprobs=message.logprobs if message.HasField("logprobs") else None,
     )
 
 
@@ -115,7 +120,29 @@ def sampling_to_proto(params: SamplingParams) -> common_pb2.SamplingParams:
         message.seed = params.seed
     if params.repetition_penalty != 1.0:
         message.repetition_penalty = params.repetition_penalty
+    if params.logprobs is not None:
+        message.logprobs = params.logprobs
     return message
+
+
+def logprobs_to_proto(positions: tuple[PositionLogprobs, ...]) -> list[common_pb2.PositionLogprobs]:
+    return [common_pb2.PositionLogprobs(chosen=_token_logprob_to_proto(position.chosen),
+                                        top=[_token_logprob_to_proto(each) for each in position.top])
+            for position in positions]
+
+
+def logprobs_from_proto(messages: Iterable[common_pb2.PositionLogprobs]) -> tuple[PositionLogprobs, ...]:
+    return tuple(PositionLogprobs(_token_logprob_from_proto(message.chosen),
+                                  tuple(_token_logprob_from_proto(each) for each in message.top))
+                 for message in messages)
+
+
+def _token_logprob_to_proto(value: TokenLogprob) -> common_pb2.TokenLogprob:
+    return common_pb2.TokenLogprob(token_id=value.token_id, logprob=value.logprob, token=value.token)
+
+
+def _token_logprob_from_proto(message: common_pb2.TokenLogprob) -> TokenLogprob:
+    return TokenLogprob(message.token_id, message.logprob, message.token)
 
 
 def usage_to_proto(usage: Usage, queue_s: float = 0.0) -> common_pb2.Usage:

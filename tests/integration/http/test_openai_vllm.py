@@ -29,12 +29,18 @@ def test_the_openai_client_streams_real_text_through_the_mesh(redis_server: Redi
                 api.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=4, **extra)
             refusals[param] = refused.value.body
         again = api.completions.create(model=MODEL, prompt="The capital of France is", max_tokens=4, temperature=0)
+        scored = api.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Name a colour."}],
+                                             max_tokens=6, temperature=0, logprobs=True, top_logprobs=2)
     finally:
         stop_mesh(mesh)
     assert {param: body["param"] for param, body in refusals.items()} == {"stop_token_ids": "stop_token_ids",
                                                                         "temperature": "temperature"}
     assert "0..49151" in refusals["stop_token_ids"]["message"], refusals
     assert again.usage.completion_tokens == 4  # the worker serves on after refusing
+    content = scored.choices[0].logprobs.content
+    assert len(content) == scored.usage.completion_tokens
+    assert "".join(entry.token for entry in content) == scored.choices[0].message.content
+    assert all(len(entry.top_logprobs) == 2 and entry.top_logprobs[0].token == entry.token for entry in content)
     text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
     assert "Paris" in text, text
     assert 0 < chunks[-1].usage.completion_tokens <= 24

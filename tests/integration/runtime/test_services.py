@@ -79,9 +79,12 @@ def test_sigterm_drains_an_in_flight_stream_and_exits_zero(start_service):
         # the sim engine makes token ids, no text a stop string could match
         ({"request_id": "a", "prompt_token_ids": [1, 2], "max_tokens": 4,
           "sampling": common_pb2.SamplingParams(stop=["\n\n"])}, "sampling.stop"),
+        # nor does a model score them
+        ({"request_id": "a", "prompt_token_ids": [1, 2], "max_tokens": 4,
+          "sampling": common_pb2.SamplingParams(logprobs=0)}, "sampling.logprobs"),
     ],
     ids=["empty-id", "empty-prompt", "zero-max-tokens", "top-p-above-one", "temperature-above-two", "prompt-past-the-engine",
-         "output-past-the-engine", "stop-strings-without-text"],
+         "output-past-the-engine", "stop-strings-without-text", "logprobs-without-a-model"],
 )
 def test_malformed_worker_request_is_invalid_argument_naming_the_field(start_service, request_fields, field):
     worker = start_service("worker", *FAST_SIM)

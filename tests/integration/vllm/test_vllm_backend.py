@@ -74,6 +74,21 @@ async def test_what_the_engine_cannot_serve_is_refused_naming_the_field(
     assert vllm_backend.num_unfinished_requests() == 0
 
 
+async def test_each_token_comes_with_its_log_probability_when_asked(vllm_backend: VllmEngineBackend, tokenizer) -> None:
+    ids = tuple(tokenizer.encode("The capital of France is"))
+    sampling = SamplingParams(temperature=0.0, logprobs=3)
+    chunks = await _collect(vllm_backend, GenerationRequest("logprobs", ids, 6, sampling=sampling))
+    positions = [position for chunk in chunks for position in chunk.logprobs]
+    assert [position.chosen.token_id for position in positions] == [token for chunk in chunks for token in chunk.token_ids]
+    assert "".join(position.chosen.token for position in positions) == "".join(chunk.text for chunk in chunks)
+    for position in positions:
+        alternatives = [each.logprob for each in position.top]
+        assert len(alternatives) == 3 and alternatives == sorted(alternatives, reverse=True) and alternatives[0] <= 0
+        assert position.top[0] == position.chosen  # greedy: the likeliest token is the one chosen
+    plain = await _collect(vllm_backend, GenerationRequest("no-logprobs", ids, 6, sampling=GREEDY))
+    assert all(not chunk.logprobs for chunk in plain)
+
+
 async def test_penalties_steer_a_greedy_answer_away_from_repeating_itself(
     vllm_backend: VllmEngineBackend, tokenizer
 ) -> None:

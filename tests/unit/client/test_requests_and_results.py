@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 from forethought.client import ChatMessage, Chunk, Completion, ServiceLevelObjective, generate_request
-from forethought.domain import FinishReason, InvalidField, SamplingParams, ServiceClass, Usage
+from forethought.domain import FinishReason, InvalidField, PositionLogprobs, SamplingParams, ServiceClass, TokenLogprob, Usage
 from forethought.rpc import convert
 from forethought.v1 import common_pb2, scheduler_pb2
 
@@ -38,7 +38,7 @@ def test_a_prompt_is_text_or_token_ids_and_unset_fields_stay_unset():
 @pytest.mark.parametrize("sampling", [
     SamplingParams(),
     SamplingParams(temperature=0.0, top_p=0.9, top_k=5, seed=0, stop=("a", "b"), stop_token_ids=(2,), ignore_eos=True,
-                   presence_penalty=-0.5, frequency_penalty=1.5, repetition_penalty=1.3),
+                   presence_penalty=-0.5, frequency_penalty=1.5, repetition_penalty=1.3, logprobs=0),
 ], ids=["defaults", "every-field"])
 def test_sampling_parameters_survive_the_wire(sampling):
     message = generate_request(model="m", max_tokens=1, prompt="x", sampling=sampling).sampling
@@ -87,3 +87,16 @@ def test_a_completion_gathers_its_chunks():
     completion = Completion.of(chunks)
     assert completion == Completion(request_id="r", text="Hello", token_ids=(1, 2, 3), finish_reason=FinishReason.LENGTH,
                                     usage=Usage(10, 4, 3, 0.1), worker_id="w0", forecast=40.0, queue_s=0.02)
+
+
+def test_a_completion_keeps_every_tokens_log_probabilities_in_order():
+    def position(token_id: int, text: str, logprob: float) -> PositionLogprobs:
+        return PositionLogprobs(TokenLogprob(token_id, logprob, text), (TokenLogprob(token_id, logprob, text), TokenLogprob(9, -3.0, "x")))
+
+    first, second = (position(1, "Hel", -0.5),), (position(3, "lo", -0.25),)
+    replies = [scheduler_pb2.GenerateResponse(request_id="r", token_ids=[1], text="Hel", logprobs=convert.logprobs_to_proto(first)),
+               scheduler_pb2.GenerateResponse(request_id="r", token_ids=[3], text="lo", logprobs=convert.logprobs_to_proto(second),
+                                              finish_reason=common_pb2.FINISH_REASON_LENGTH)]
+    chunks = [Chunk.of(reply) for reply in replies]
+    assert chunks[0].logprobs == first
+    assert Completion.of(chunks).logprobs == first + second

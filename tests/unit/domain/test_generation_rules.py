@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 from forethought.domain import (
+    MAX_LOGPROBS,
     MAX_PROMPT_TOKENS,
     MAX_TOKENS_LIMIT,
     GenerationRequest,
@@ -41,6 +42,8 @@ def test_a_request_that_keeps_every_rule_comes_back_unchanged() -> None:
     ({"sampling": SamplingParams(frequency_penalty=float("nan"))}, "sampling.frequency_penalty"),
     ({"sampling": SamplingParams(repetition_penalty=0.0)}, "sampling.repetition_penalty"),
     ({"sampling": SamplingParams(repetition_penalty=float("inf"))}, "sampling.repetition_penalty"),
+    ({"sampling": SamplingParams(logprobs=-1)}, "sampling.logprobs"),
+    ({"sampling": SamplingParams(logprobs=MAX_LOGPROBS + 1)}, "sampling.logprobs"),
     ({"ttft_slo_s": -1.0}, "slo"),
     ({"tpot_slo_s": -0.5}, "slo"),
 ])
@@ -57,5 +60,6 @@ def test_the_limits_themselves_are_allowed() -> None:
     assert validate_generation(at_limits) is at_limits
     at_limits = replace(VALID, sampling=SamplingParams(temperature=2.0, stop_token_ids=(0,)))
     assert validate_generation(at_limits) is at_limits
-    at_limits = replace(VALID, sampling=SamplingParams(presence_penalty=-2.0, frequency_penalty=2.0, repetition_penalty=1e-3))
+    at_limits = replace(VALID, sampling=SamplingParams(presence_penalty=-2.0, frequency_penalty=2.0, repetition_penalty=1e-3,
+                                                       logprobs=MAX_LOGPROBS))
     assert validate_generation(at_limits) is at_limits

@@ -38,6 +38,28 @@ def test_unset_sampling_stays_unset_and_the_length_defaults():
     assert not completion({"prompt": "Hi", "max_tokens": 256}).generate.fit_max_tokens  # a length sent is kept
 
 
+def test_log_probabilities_are_asked_for_in_each_routes_own_terms():
+    assert completion({"prompt": "Hi", "logprobs": 3}).generate.sampling.logprobs == 3
+    assert completion({"prompt": "Hi", "logprobs": 0}).generate.sampling.HasField("logprobs")  # the chosen tokens' only
+    assert not completion({"prompt": "Hi"}).generate.sampling.HasField("logprobs")
+
+    def chat(extra: dict) -> common_pb2.SamplingParams:
+        return chat_request({"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], **extra}, {}, "c", 8).generate.sampling
+
+    assert chat({"logprobs": True, "top_logprobs": 5}).logprobs == 5
+    assert chat({"logprobs": True}).HasField("logprobs") and chat({"logprobs": True}).logprobs == 0
+    assert not chat({"logprobs": False, "top_logprobs": 0}).HasField("logprobs")
+    for extra, field in (({"top_logprobs": 2}, "top_logprobs"), ({"logprobs": 2}, "logprobs"),
+                         ({"logprobs": True, "top_logprobs": 21}, "top_logprobs")):
+        with pytest.raises(InvalidField) as refused:
+            chat(extra)
+        assert refused.value.field == field, extra
+    for body, field in (({"logprobs": 21}, "logprobs"), ({"logprobs": True}, "logprobs"), ({"top_logprobs": 1}, "top_logprobs")):
+        with pytest.raises(InvalidField) as refused:
+            completion({"prompt": "Hi", **body})
+        assert refused.value.field == field, body
+
+
 @pytest.mark.parametrize(("prompt", "which", "expected"), [
     ("Hi", "text", "Hi"), (["Hi"], "text", "Hi"), ([1, 2, 3], "token_ids", [1, 2, 3]), ([[4, 5]], "token_ids", [4, 5]),
 ], ids=["text", "batch-of-one-text", "token-ids", "batch-of-one-token-ids"])
@@ -121,8 +143,8 @@ def test_penalties_reach_the_sampling_parameters_and_unset_ones_stay_unset():
     assert refused.value.field == "frequency_penalty"
 
 
-def test_a_penalty_the_scheduler_refuses_names_its_openai_parameter():
-    for field in ("presence_penalty", "frequency_penalty", "repetition_penalty"):
+def test_a_refused_penalty_or_logprobs_names_its_openai_parameter():
+    for field in ("presence_penalty", "frequency_penalty", "repetition_penalty", "logprobs"):
         error = http_error(grpc.StatusCode.INVALID_ARGUMENT, f"sampling.{field}: out of range", f"sampling.{field}")
         assert error.body["error"]["param"] == field
 
@@ -180,3 +202,39 @@ def test_chunks_name_the_role_first_and_the_usage_comes_last():
     last = usage_chunk_json(Route.CHAT, answer)
     assert last["choices"] == [] and last["usage"]["total_tokens"] == 12
     assert sse({"a": 1}) == b'data: {"a":1}\n\n' and json.loads(sse(last)[6:]) == last
+
+
+def scored(*tokens: tuple[str, float]) -> list[common_pb2.PositionLogprobs]:
+    """Positions whose chosen token is also the likeliest, with one less likely alternative."""
+    return [common_pb2.PositionLogprobs(
+        chosen=common_pb2.TokenLogprob(token_id=index, logprob=logprob, token=text),
+        top=[common_pb2.TokenLogprob(token_id=index, logprob=logprob, token=text),
+             common_pb2.TokenLogprob(token_id=99, logprob=float("-inf"), token="é")])
+        for index, (text, logprob) in enumerate(tokens)]
+
+
+def test_log_probabilities_take_each_routes_shape_and_only_when_asked():
+    answer = Answer("c", MODEL, 100)
+    answer.add(scheduler_pb2.GenerateResponse(text="Hel", logprobs=scored(("Hel", -0.5))))
+    answer.add(scheduler_pb2.GenerateResponse(text="lo", logprobs=scored(("lo", -0.25))))
+    assert answer_json(Route.CHAT, answer)["choices"][0]["logprobs"] is None
+    chat = answer_json(Route.CHAT, answer, logprobs=True)["choices"][0]["logprobs"]["content"]
+    assert [entry["token"] for entry in chat] == ["Hel", "lo"] and chat[1]["bytes"] == [108, 111]
+    assert chat[0]["top_logprobs"][1] == {"token": "é", "logprob": -9999.0, "bytes": [195, 169]}  # JSON has no -inf
+    legacy = answer_json(Route.COMPLETION, answer, logprobs=True)["choices"][0]["logprobs"]
+    assert legacy["tokens"] == ["Hel", "lo"] and legacy["token_logprobs"] == [-0.5, -0.25]
+    assert legacy["text_offset"] == [0, 3] and legacy["top_logprobs"][0] == {"Hel": -0.5, "é": -9999.0}
+    json.loads(sse(answer_json(Route.CHAT, answer, logprobs=True))[6:])  # strict JSON
+
+
+def test_a_streamed_chunk_carries_its_own_tokens_log_probabilities_and_where_they_start():
+    answer = Answer("c", MODEL, 100)
+    replies = [scheduler_pb2.GenerateResponse(text="Hel", logprobs=scored(("Hel", -0.5))),
+               scheduler_pb2.GenerateResponse(text="lo!", logprobs=scored(("lo", -0.25), ("!", -1.0)))]
+    chunks = []
+    for index, reply in enumerate(replies):
+        answer.add(reply)
+        chunks.append(chunk_json(Route.COMPLETION, answer, reply, index == 0, include_usage=False, logprobs=True))
+    assert [chunk["choices"][0]["logprobs"]["text_offset"] for chunk in chunks] == [[0], [3, 5]]
+    chat = chunk_json(Route.CHAT, answer, replies[1], first=False, include_usage=False, logprobs=True)
+    assert [entry["token"] for entry in chat["choices"][0]["logprobs"]["content"]] == ["lo", "!"]

@@ -33,7 +33,9 @@ from forethought.domain import (
     GenerationChunk,
     GenerationRequest,
     InvalidField,
+    PositionLogprobs,
     SamplingParams,
+    TokenLogprob,
     Usage,
 )
 from forethought.models import resolve_model
@@ -42,6 +44,7 @@ from vllm.config import KVEventsConfig
 from vllm.engine.arg_utils import AsyncEngineArgs
 from vllm.exceptions import VLLMValidationError
 from vllm.inputs import TokensPrompt
+from vllm.logprobs import Logprob
 from vllm.lora.request import LoRARequest
 from vllm.platforms import current_platform
 from vllm.sampling_params import RequestOutputKind
@@ -158,9 +161,30 @@ def _to_vllm_sampling(request: GenerationRequest) -> VllmSamplingParams:
         presence_penalty=sampling.presence_penalty,
         frequency_penalty=sampling.frequency_penalty,
         repetition_penalty=sampling.repetition_penalty,
+        logprobs=sampling.logprobs,
         output_kind=RequestOutputKind.DELTA,
         extra_args=slo_extra_args(request),
     )
+
+
+def positions_of(token_ids: Sequence[int], positions: Sequence[Mapping[int, Logprob]] | None,
+                 alternatives: int) -> tuple[PositionLogprobs, ...]:
+    """vLLM's log probabilities of the new tokens in this contract's form (none when not asked for). vLLM gives
+    a mapping per position: the sampled token and the likeliest ``alternatives``, each with its rank."""
+    if not positions:
+        return ()
+    return tuple(_position(token_id, position, alternatives) for token_id, position in zip(token_ids, positions, strict=True))
+
+
+def _position(token_id: int, position: Mapping[int, Logprob], alternatives: int) -> PositionLogprobs:
+    ranked = sorted((value.rank, candidate) for candidate, value in position.items()
+                    if value.rank is not None and value.rank <= alternatives)
+    return PositionLogprobs(_scored(token_id, position[token_id]),
+                            tuple(_scored(candidate, position[candidate]) for _, candidate in ranked))
+
+
+def _scored(token_id: int, value: Logprob) -> TokenLogprob:
+    return TokenLogprob(token_id, value.logprob, value.decoded_token or "")
 
 
 def refusal_of(error: VLLMValidationError) -> InvalidField:
@@ -225,6 +249,7 @@ class VllmEngineBackend:
     """``EngineBackend`` over vLLM's ``AsyncLLM``; create, ``await start()``, serve, ``await stop()``."""
 
     detokenizes = True
+    computes_logprobs = True
 
     def __init__(
         self, options: VllmEngineOptions, clock: Callable[[], float] = time.monotonic
@@ -354,8 +379,10 @@ class VllmEngineBackend:
         self, request: GenerationRequest, output: Any, ttft: float, output_tokens: int
     ) -> GenerationChunk:
         completion = output.outputs[0]
+        token_ids = tuple(completion.token_ids)
+        logprobs = positions_of(token_ids, completion.logprobs, request.sampling.logprobs or 0)
         if not output.finished:
-            return GenerationChunk(request.request_id, tuple(completion.token_ids), completion.text)
+            return GenerationChunk(request.request_id, token_ids, completion.text, logprobs=logprobs)
         usage = Usage(
             prompt_tokens=len(request.prompt_token_ids),
             cached_prompt_tokens=output.num_cached_tokens or 0,
@@ -363,9 +390,7 @@ class VllmEngineBackend:
             ttft_s=ttft,
         )
         reason = _FINISH_REASONS.get(completion.finish_reason or "stop", FinishReason.STOP)
-        return GenerationChunk(
-            request.request_id, tuple(completion.token_ids), completion.text, reason, usage
-        )
+        return GenerationChunk(request.request_id, token_ids, completion.text, reason, usage, logprobs)
 
     async def abort(self, request_id: str) -> bool:
         if self._engine is None or not self._monitor.is_inflight(request_id):

@@ -151,6 +151,7 @@ class GenerationResponse(Response):
         self._stub = stub
         self._route = route
         self._request = request
+        self._logprobs = request.generate.sampling.HasField("logprobs")  # the caller asked for them
         self._timeout_s = timeout_s
         self._trace_context = trace_context
         self._authorization = ((AUTHORIZATION_KEY, authorization),) if authorization else ()
@@ -187,7 +188,8 @@ class GenerationResponse(Response):
                     reply = await call.read()
             except grpc.aio.AioRpcError as error:
                 return await _send_json(send, *_error_parts(http_error_of(error)))
-            return await _send_json(send, 200, answer_json(self._route, answer), {REQUEST_ID_HEADER: answer.request_id})
+            return await _send_json(send, 200, answer_json(self._route, answer, self._logprobs),
+                                    {REQUEST_ID_HEADER: answer.request_id})
         await send({"type": "http.response.start", "status": 200, "headers": [
             (b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
             (REQUEST_ID_HEADER.encode(), answer.request_id.encode())]})
@@ -197,8 +199,9 @@ class GenerationResponse(Response):
         first, failed = True, False
         while reply is not grpc.aio.EOF:
             answer.add(reply)
-            if first or reply.text or reply.finish_reason:
-                event = chunk_json(self._route, answer, reply, first, self._request.include_usage)
+            if first or reply.text or reply.finish_reason or reply.logprobs:
+                event = chunk_json(self._route, answer, reply, first, self._request.include_usage,
+                                   self._logprobs)
                 await send({"type": "http.response.body", "body": sse(event), "more_body": True})
                 first = False
             try:

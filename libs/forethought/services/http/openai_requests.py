@@ -16,7 +16,7 @@ from typing import Any
 
 from google.protobuf import timestamp_pb2
 
-from forethought.domain import MAX_TOKENS_LIMIT, InvalidField, require
+from forethought.domain import MAX_LOGPROBS, MAX_TOKENS_LIMIT, InvalidField, require
 from forethought.rpc import convert
 from forethought.v1 import common_pb2, scheduler_pb2
 
@@ -37,7 +37,7 @@ HEADERS = {
 """Forethought's fields and the headers that carry them (header names are case-insensitive)."""
 
 UNSUPPORTED: dict[str, tuple[Any, ...]] = {
-    "logprobs": (None, False, 0), "top_logprobs": (None, 0), "echo": (None, False), "suffix": (None, ""),
+    "echo": (None, False), "suffix": (None, ""),
     "best_of": (None, 1), "logit_bias": (None, {}), "tools": (None, []), "functions": (None, []),
     "response_format": (None, {"type": "text"}),
 }
@@ -57,6 +57,8 @@ def completion_request(body: Mapping[str, Any], headers: Mapping[str, str], requ
                        default_max_tokens: int) -> GatewayRequest:
     """The ``/v1/completions`` body: ``prompt`` is a string or token ids (or a list holding one of them)."""
     request = _common(body, headers, request_id, ("max_tokens",), default_max_tokens)
+    require(body.get("top_logprobs") in (None, 0), "top_logprobs", "is a chat field; completions take logprobs: N")
+    _ask_logprobs(request, _integer(body, "logprobs"), "logprobs")
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
         prompt = prompt[0]  # a batch of one
@@ -74,6 +76,10 @@ def chat_request(body: Mapping[str, Any], headers: Mapping[str, str], request_id
                  default_max_tokens: int) -> GatewayRequest:
     """The ``/v1/chat/completions`` body: ``messages`` of system, developer, user and assistant turns."""
     request = _common(body, headers, request_id, ("max_completion_tokens", "max_tokens"), default_max_tokens)
+    wanted = _typed(body, "logprobs", bool, "a boolean") or False
+    top = _integer(body, "top_logprobs")
+    require(top in (None, 0) or wanted, "top_logprobs", "needs logprobs: true")
+    _ask_logprobs(request, (top or 0) if wanted else None, "top_logprobs")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise InvalidField("messages", "must be a non-empty list")
@@ -84,6 +90,13 @@ def chat_request(body: Mapping[str, Any], headers: Mapping[str, str], request_id
         require(role in CHAT_ROLES, f"{field}.role", f"must be one of {', '.join(CHAT_ROLES)}")
         request.chat.messages.add(role=CHAT_ROLES[role], content=_content(message.get("content"), f"{field}.content"))
     return _gateway_request(body, request)
+
+
+def _ask_logprobs(request: scheduler_pb2.GenerateRequest, alternatives: int | None, field: str) -> None:
+    """Asks for each token's log probability and ``alternatives`` likeliest others (None: nothing asked)."""
+    if alternatives is not None:
+        require(0 <= alternatives <= MAX_LOGPROBS, field, f"must be in 0..{MAX_LOGPROBS}")
+        request.sampling.logprobs = alternatives
 
 
 def _content(content: Any, field: str) -> str:

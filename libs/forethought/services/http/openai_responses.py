@@ -3,13 +3,17 @@
 A non-streamed call answers one ``text_completion`` or ``chat.completion``; a streamed one answers chunks,
 each an SSE ``data:`` line, then (with ``stream_options.include_usage``) a chunk with no choices and the
 usage, then ``data: [DONE]``. Every answer also carries a ``forethought`` object: the request id, the
-worker that served it, the predictor's forecast and the scheduler's timings.
+worker that served it, the predictor's forecast and the scheduler's timings. A request that asked for log
+probabilities gets them in its route's shape: the chat's ``logprobs.content`` entries, or the legacy
+completion's parallel lists (``tokens``, ``token_logprobs``, ``top_logprobs``, ``text_offset``).
 """
 
 from __future__ import annotations
 
 import enum
+import itertools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +26,8 @@ FINISH_REASONS = {
     common_pb2.FINISH_REASON_ERROR: "error",
 }
 DONE = b"data: [DONE]\n\n"
+LOWEST_LOGPROB = -9999.0
+"""Stands for a log probability of minus infinity, which JSON cannot carry (vLLM's server does the same)."""
 
 
 class Route(enum.Enum):
@@ -51,9 +57,13 @@ class Answer:
     usage: common_pb2.Usage | None = None
     worker_id: str = ""
     predicted_output_tokens: float = 0.0
+    logprobs: list[common_pb2.PositionLogprobs] = field(default_factory=list)
+    token_chars: int = 0  # characters of the tokens' own texts so far: where the next one starts (``text_offset``)
 
     def add(self, reply: scheduler_pb2.GenerateResponse) -> None:
         self.texts.append(reply.text)
+        self.logprobs.extend(reply.logprobs)
+        self.token_chars += sum(len(position.chosen.token) for position in reply.logprobs)
         self.worker_id = reply.worker_id or self.worker_id
         self.predicted_output_tokens = reply.predicted_output_tokens or self.predicted_output_tokens
         if reply.finish_reason:
@@ -79,10 +89,34 @@ def finish_reason_json(value: int) -> str | None:
     return FINISH_REASONS.get(value)
 
 
-def answer_json(route: Route, answer: Answer) -> dict[str, Any]:
-    """The whole answer of a call without ``stream``."""
+def logprobs_json(route: Route, positions: Sequence[common_pb2.PositionLogprobs], wanted: bool,
+                  text_offset: int = 0) -> dict[str, Any] | None:
+    """A choice's ``logprobs``: None when the request did not ask; ``text_offset``: where the first token starts."""
+    if not wanted:
+        return None
+    if route is Route.CHAT:
+        return {"content": [{**_token_json(position.chosen), "top_logprobs": [_token_json(each) for each in position.top]}
+                            for position in positions]}
+    offsets = list(itertools.accumulate((len(position.chosen.token) for position in positions), initial=text_offset))
+    return {"tokens": [position.chosen.token for position in positions],
+            "token_logprobs": [_logprob(position.chosen) for position in positions],
+            "top_logprobs": [{each.token: _logprob(each) for each in position.top} for position in positions],
+            "text_offset": offsets[:-1]}
+
+
+def _token_json(token: common_pb2.TokenLogprob) -> dict[str, Any]:
+    return {"token": token.token, "logprob": _logprob(token), "bytes": list(token.token.encode())}
+
+
+def _logprob(token: common_pb2.TokenLogprob) -> float:
+    return max(token.logprob, LOWEST_LOGPROB)
+
+
+def answer_json(route: Route, answer: Answer, logprobs: bool = False) -> dict[str, Any]:
+    """The whole answer of a call without ``stream``; ``logprobs``: the request asked for them."""
     text = "".join(answer.texts)
-    choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": finish_reason_json(answer.finish_reason)}
+    choice: dict[str, Any] = {"index": 0, "logprobs": logprobs_json(route, answer.logprobs, logprobs),
+                              "finish_reason": finish_reason_json(answer.finish_reason)}
     if route is Route.CHAT:
         choice["message"] = {"role": "assistant", "content": text}
     else:
@@ -92,9 +126,12 @@ def answer_json(route: Route, answer: Answer) -> dict[str, Any]:
 
 
 def chunk_json(route: Route, answer: Answer, reply: scheduler_pb2.GenerateResponse, first: bool,
-               include_usage: bool) -> dict[str, Any]:
-    """One streamed chunk for ``reply`` (the chat's first chunk also names the assistant's role)."""
-    choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": finish_reason_json(reply.finish_reason)}
+               include_usage: bool, logprobs: bool = False) -> dict[str, Any]:
+    """One streamed chunk for ``reply``, already added to ``answer`` (the chat's first chunk also names the
+    assistant's role)."""
+    offset = answer.token_chars - sum(len(position.chosen.token) for position in reply.logprobs)
+    choice: dict[str, Any] = {"index": 0, "logprobs": logprobs_json(route, reply.logprobs, logprobs, offset),
+                              "finish_reason": finish_reason_json(reply.finish_reason)}
     if route is Route.CHAT:
         choice["delta"] = {"role": "assistant", "content": reply.text} if first else {"content": reply.text}
     else:

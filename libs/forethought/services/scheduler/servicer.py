@@ -181,8 +181,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         earlier = len(delivered)  # tokens sent before this attempt: part of this attempt's prompt
         output_tokens = None
         async for chunk in call:
-            reply = scheduler_pb2.GenerateResponse(
-                request_id=scheduled.request_id, token_ids=chunk.token_ids, finish_reason=chunk.finish_reason)
+            reply = scheduler_pb2.GenerateResponse(request_id=scheduled.request_id, token_ids=chunk.token_ids,
+                                                   finish_reason=chunk.finish_reason, logprobs=chunk.logprobs)
             if detokenize is not None:
                 # The engine's own text when it has one: only the engine knows what a stop string cut.
                 last = chunk.finish_reason != common_pb2.FINISH_REASON_UNSPECIFIED
