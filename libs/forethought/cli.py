@@ -238,7 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="workers to start (default: 1 with vllm, whose engine uses every core; 2 with sim)")
     up.add_argument("--engine", choices=("vllm", "sim"), default="vllm",
                     help="vllm serves real model text (default); sim is the native engine with modelled time, for load tests")
-    up.add_argument("--model", default="SmolLM2-135M-Instruct")
+    up.add_argument("--model", default="SmolLM2-135M-Instruct",
+                    help="the model the workers serve: the packaged SmolLM2-135M-Instruct (default) or, with vllm, a "
+                         "Hugging Face model folder (docs/vllm.md)")
     up.add_argument("--base-port", type=int, default=50051, help="scheduler port; the others follow it")
     up.add_argument("--http-port", type=int, default=8000, help="port of the OpenAI-compatible HTTP front door (docs/http.md)")
     up.add_argument("--router", default="e2", help="placement policy (docs/routing.md)")
@@ -246,24 +248,26 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--predictor-model", default=None,
                     help="predictor artifact folder (default: the fine-tuned one in ~/.cache/forethought/predictor "
                          "if trained, else the one the package ships)")
-    up.add_argument("--sim-speedup", type=float, default=1.0)
-    up.add_argument("--log-format", choices=("text", "json"), default="text")
+    up.add_argument("--sim-speedup", type=float, default=1.0,
+                    help="with sim: modelled seconds per wall second (default 1, real time)")
+    up.add_argument("--log-format", choices=("text", "json"), default="text",
+                    help="every service's log lines: text (default) or one JSON object a line (docs/configuration.md)")
 
     generate = commands.add_parser("generate", help="stream an answer through the scheduler")
     generate.add_argument("text", help="the user's message (with --raw, the prompt to complete)")
     generate.add_argument("--raw", action="store_true", help="send TEXT as a raw completion prompt, without the chat template")
     generate.add_argument("--system", default="", help="a system message before the user's")
-    generate.add_argument("--model", default="SmolLM2-135M-Instruct")
-    generate.add_argument("--max-tokens", type=int, default=128)
-    generate.add_argument("--temperature", type=float, default=0.0)
-    generate.add_argument("--scheduler", default=DEFAULT_SCHEDULER)
-    generate.add_argument("--timeout", type=float, default=120.0)
+    generate.add_argument("--model", default="SmolLM2-135M-Instruct", help="the model to answer (default: %(default)s)")
+    generate.add_argument("--max-tokens", type=int, default=128, help="the most tokens to generate (default: %(default)s)")
+    generate.add_argument("--temperature", type=float, default=0.0, help="0 (default) is greedy; up to 2")
+    generate.add_argument("--scheduler", default=DEFAULT_SCHEDULER, help="scheduler address (default: %(default)s)")
+    generate.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the whole answer")
     generate.add_argument("--token", default=os.environ.get("FORETHOUGHT_TOKEN", ""),
                           help="the tenant's bearer token, for a scheduler with a tenants file [env FORETHOUGHT_TOKEN]")
     generate.add_argument("--tls-ca", default="", help="PEM root certificates: call the scheduler over TLS (docs/access.md)")
 
     status = commands.add_parser("status", help="health of every service and worker")
-    status.add_argument("--scheduler", default=DEFAULT_SCHEDULER)
+    status.add_argument("--scheduler", default=DEFAULT_SCHEDULER, help="scheduler address (default: %(default)s)")
 
     plan = commands.add_parser("plan", help="plan a multi-LLM job file (SamuLLM) and print its stages")
     plan.add_argument("job", help="a job file (.yaml, .yml or .json; examples/jobs/, docs/planner.md)")
