@@ -18,7 +18,8 @@ from forethought.v1 import scheduler_pb2
 class Chunk:
     """One message of a ``Generate`` stream: the tokens since the previous one and their text; the first
     names the worker and the forecast, the last the finish reason and usage. ``logprobs``: one entry per
-    token when the request asked for them (``SamplingParams.logprobs``)."""
+    token when the request asked for them (``SamplingParams.logprobs``); ``prompt_logprobs``: one per prompt
+    token, on the first chunk (``SamplingParams.prompt_logprobs``)."""
 
     request_id: str
     token_ids: tuple[int, ...]
@@ -29,13 +30,14 @@ class Chunk:
     usage: Usage | None = None
     queue_s: float = 0.0  # time the request waited before running (last chunk)
     logprobs: tuple[PositionLogprobs, ...] = ()
+    prompt_logprobs: tuple[PositionLogprobs, ...] = ()
 
     @classmethod
     def of(cls, reply: scheduler_pb2.GenerateResponse) -> Chunk:
         usage = convert.usage_from_proto(reply.usage) if reply.HasField("usage") else None
         return cls(reply.request_id, tuple(reply.token_ids), reply.text, reply.worker_id, reply.predicted_output_tokens,
                    convert.finish_from_proto(reply.finish_reason), usage, reply.usage.queue_s,
-                   convert.logprobs_from_proto(reply.logprobs))
+                   convert.logprobs_from_proto(reply.logprobs), convert.logprobs_from_proto(reply.prompt_logprobs))
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class Completion:
     forecast: float  # the predictor's forecast of the output length; 0: none
     queue_s: float
     logprobs: tuple[PositionLogprobs, ...] = ()  # one per token, when asked for
+    prompt_logprobs: tuple[PositionLogprobs, ...] = ()  # one per prompt token, when asked for
 
     @classmethod
     def of(cls, chunks: Iterable[Chunk]) -> Completion:
@@ -62,6 +65,7 @@ class Completion:
             usage=last.usage, worker_id=next((chunk.worker_id for chunk in reversed(chunks) if chunk.worker_id), ""),
             forecast=next((chunk.predicted_output_tokens for chunk in chunks if chunk.predicted_output_tokens), 0.0),
             queue_s=last.queue_s, logprobs=tuple(position for chunk in chunks for position in chunk.logprobs),
+            prompt_logprobs=tuple(position for chunk in chunks for position in chunk.prompt_logprobs),
         )
 
 

@@ -37,6 +37,7 @@ class SamplingParams:
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
     logprobs: int | None = None  # None: no log probabilities; n: each token's and its n likeliest alternatives'
+    prompt_logprobs: int | None = None  # the same for every prompt token
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ class TokenLogprob:
     """A token's log probability at one position, and its text as the engine decodes it alone."""
 
     token_id: int
-    logprob: float
+    logprob: float | None  # None for the prompt's first token, which nothing predicts
     token: str = ""
 
 
@@ -98,7 +99,8 @@ class GenerationChunk:
 
     ``text`` comes from an engine that detokenizes (``EngineBackend.detokenizes``); it need not be the
     text of this chunk's tokens (vLLM holds text back while a stop string may match). ``logprobs``: one
-    entry per token of ``token_ids`` when the request asked for them (``SamplingParams.logprobs``).
+    entry per token of ``token_ids`` when the request asked for them (``SamplingParams.logprobs``);
+    ``prompt_logprobs``: one entry per prompt token, on the first chunk (``SamplingParams.prompt_logprobs``).
     """
 
     request_id: str
@@ -107,6 +109,7 @@ class GenerationChunk:
     finish_reason: FinishReason | None = None
     usage: Usage | None = None
     logprobs: tuple[PositionLogprobs, ...] = ()
+    prompt_logprobs: tuple[PositionLogprobs, ...] = ()
 
 
 class InvalidField(ValueError):
@@ -149,8 +152,10 @@ def validate_sampling(params: SamplingParams, field: str = "sampling") -> None:
         value = getattr(params, name)
         require(-MAX_PENALTY <= value <= MAX_PENALTY, f"{field}.{name}", f"must be in [-{MAX_PENALTY:g}, {MAX_PENALTY:g}]")
     require(0 < params.repetition_penalty < math.inf, f"{field}.repetition_penalty", "must be > 0 and finite")
-    require(params.logprobs is None or 0 <= params.logprobs <= MAX_LOGPROBS, f"{field}.logprobs",
-            f"must be in 0..{MAX_LOGPROBS} (alternatives listed per token)")
+    for name in ("logprobs", "prompt_logprobs"):
+        value = getattr(params, name)
+        require(value is None or 0 <= value <= MAX_LOGPROBS, f"{field}.{name}",
+                f"must be in 0..{MAX_LOGPROBS} (alternatives listed per token)")
 
 
 def validate_terms(max_tokens: int, sampling: SamplingParams, ttft_slo_s: float, tpot_slo_s: float) -> None:

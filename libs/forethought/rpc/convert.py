@@ -81,6 +81,7 @@ def sampling_from_proto(message: common_pb2.SamplingParams) -> SamplingParams:
         frequency_penalty=message.frequency_penalty,
         repetition_penalty=message.repetition_penalty if message.HasField("repetition_penalty") else 1.0,
         logprobs=message.logprobs if message.HasField("logprobs") else None,
+        prompt_logprobs=message.prompt_logprobs if message.HasField("prompt_logprobs") else None,
     )
 
 
@@ -122,6 +123,8 @@ def sampling_to_proto(params: SamplingParams) -> common_pb2.SamplingParams:
         message.repetition_penalty = params.repetition_penalty
     if params.logprobs is not None:
         message.logprobs = params.logprobs
+    if params.prompt_logprobs is not None:
+        message.prompt_logprobs = params.prompt_logprobs
     return message
 
 
@@ -142,7 +145,7 @@ def _token_logprob_to_proto(value: TokenLogprob) -> common_pb2.TokenLogprob:
 
 
 def _token_logprob_from_proto(message: common_pb2.TokenLogprob) -> TokenLogprob:
-    return TokenLogprob(message.token_id, message.logprob, message.token)
+    return TokenLogprob(message.token_id, message.logprob if message.HasField("logprob") else None, message.token)
 
 
 def usage_to_proto(usage: Usage, queue_s: float = 0.0) -> common_pb2.Usage:

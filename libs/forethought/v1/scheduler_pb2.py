@@ -26,17 +26,17 @@ from forethought.v1 import common_pb2 as forethought_dot_v1_dot_common__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x66orethought/v1/scheduler.proto\x12\x0e\x66orethought.v1\x1a\x1b\x66orethought/v1/common.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x97\x04\n\x0fGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x0e\n\x04text\x18\x03 \x01(\tH\x00\x12-\n\ttoken_ids\x18\x04 \x01(\x0b\x32\x18.forethought.v1.TokenIdsH\x00\x12,\n\x04\x63hat\x18\x05 \x01(\x0b\x32\x1c.forethought.v1.ChatMessagesH\x00\x12\x12\n\nmax_tokens\x18\x06 \x01(\x05\x12\x30\n\x08sampling\x18\x07 \x01(\x0b\x32\x1e.forethought.v1.SamplingParams\x12\x33\n\rservice_class\x18\x08 \x01(\x0e\x32\x1c.forethought.v1.ServiceClass\x12\x32\n\x03slo\x18\t \x01(\x0b\x32%.forethought.v1.ServiceLevelObjective\x12\x16\n\x0e\x61pplication_id\x18\n \x01(\t\x12\x0c\n\x04step\x18\x0b \x01(\t\x12,\n\x08\x64\x65\x61\x64line\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0breturn_text\x18\r \x01(\x08\x12\x14\n\x0clora_adapter\x18\x0e \x01(\t\x12\x16\n\texecution\x18\x0f \x01(\x05H\x01\x88\x01\x01\x12\x16\n\x0e\x66it_max_tokens\x18\x10 \x01(\x08\x42\x08\n\x06promptB\x0c\n\n_execution\"=\n\x0c\x43hatMessages\x12-\n\x08messages\x18\x01 \x03(\x0b\x32\x1b.forethought.v1.ChatMessage\",\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"\x8a\x02\n\x10GenerateResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x11\n\ttoken_ids\x18\x02 \x03(\x05\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x33\n\rfinish_reason\x18\x04 \x01(\x0e\x32\x1c.forethought.v1.FinishReason\x12$\n\x05usage\x18\x05 \x01(\x0b\x32\x15.forethought.v1.Usage\x12\x11\n\tworker_id\x18\x06 \x01(\t\x12\x1f\n\x17predicted_output_tokens\x18\x07 \x01(\x01\x12\x32\n\x08logprobs\x18\x08 \x03(\x0b\x32 .forethought.v1.PositionLogprobs\"#\n\rCancelRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\"#\n\x0e\x43\x61ncelResponse\x12\x11\n\tcancelled\x18\x01 \x01(\x08\"\xa2\x01\n\x18SubmitApplicationRequest\x12\x13\n\x0b\x61pplication\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12,\n\x08\x64\x65\x61\x64line\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x33\n\rservice_class\x18\x04 \x01(\x0e\x32\x1c.forethought.v1.ServiceClass\"a\n\x19SubmitApplicationResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x1e\n\x16\x65stimated_completion_s\x18\x02 \x01(\x01\x12\x14\n\x0cgittins_rank\x18\x03 \x01(\x01\"E\n\x11ReportStepRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0c\n\x04step\x18\x02 \x01(\t\x12\x12\n\nduration_s\x18\x03 \x01(\x01\"?\n\x12ReportStepResponse\x12\x13\n\x0bremaining_s\x18\x01 \x01(\x01\x12\x14\n\x0cgittins_rank\x18\x02 \x01(\x01\":\n\x18\x46inishApplicationRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66\x61iled\x18\x02 \x01(\x08\"I\n\x19\x46inishApplicationResponse\x12\r\n\x05\x61\x63t_s\x18\x01 \x01(\x01\x12\r\n\x05steps\x18\x02 \x01(\x05\x12\x0e\n\x06learnt\x18\x03 \x01(\x08\")\n\x17WatchApplicationRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\xcf\x01\n\x18WatchApplicationResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0c\n\x04step\x18\x02 \x01(\t\x12(\n\x05state\x18\x03 \x01(\x0e\x32\x19.forethought.v1.StepState\x12\x13\n\x0bremaining_s\x18\x04 \x01(\x01\x12\x14\n\x0cgittins_rank\x18\x05 \x01(\x01\x12\x11\n\texecution\x18\x06 \x01(\x05\x12\x10\n\x08\x66inished\x18\x07 \x01(\x08\x12\r\n\x05\x61\x63t_s\x18\x08 \x01(\x01\x12\x0c\n\x04\x61t_s\x18\t \x01(\x01\"#\n\x12ListWorkersRequest\x12\r\n\x05model\x18\x01 \x01(\t\"B\n\x13ListWorkersResponse\x12+\n\x07workers\x18\x01 \x03(\x0b\x32\x1a.forethought.v1.WorkerInfo\"\xd2\x01\n\nWorkerInfo\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x0e\n\x06\x65ngine\x18\x04 \x01(\t\x12\x10\n\x08\x63\x61pacity\x18\x05 \x01(\x05\x12,\n\x06health\x18\x06 \x01(\x0e\x32\x1c.forethought.v1.WorkerHealth\x12(\n\x04load\x18\x07 \x01(\x0b\x32\x1a.forethought.v1.WorkerLoad\x12\x17\n\x0fheartbeat_age_s\x18\x08 \x01(\x01*\x82\x01\n\tStepState\x12\x1a\n\x16STEP_STATE_UNSPECIFIED\x10\x00\x12\x15\n\x11STEP_STATE_QUEUED\x10\x01\x12\x16\n\x12STEP_STATE_RUNNING\x10\x02\x12\x13\n\x0fSTEP_STATE_DONE\x10\x03\x12\x15\n\x11STEP_STATE_FAILED\x10\x04*\x81\x01\n\x0cWorkerHealth\x12\x1d\n\x19WORKER_HEALTH_UNSPECIFIED\x10\x00\x12\x19\n\x15WORKER_HEALTH_SERVING\x10\x01\x12\x1a\n\x16WORKER_HEALTH_DRAINING\x10\x02\x12\x1b\n\x17WORKER_HEALTH_UNHEALTHY\x10\x03\x32\x96\x05\n\x10SchedulerService\x12O\n\x08Generate\x12\x1f.forethought.v1.GenerateRequest\x1a .forethought.v1.GenerateResponse0\x01\x12G\n\x06\x43\x61ncel\x12\x1d.forethought.v1.CancelRequest\x1a\x1e.forethought.v1.CancelResponse\x12h\n\x11SubmitApplication\x12(.forethought.v1.SubmitApplicationRequest\x1a).forethought.v1.SubmitApplicationResponse\x12S\n\nReportStep\x12!.forethought.v1.ReportStepRequest\x1a\".forethought.v1.ReportStepResponse\x12h\n\x11\x46inishApplication\x12(.forethought.v1.FinishApplicationRequest\x1a).forethought.v1.FinishApplicationResponse\x12g\n\x10WatchApplication\x12\'.forethought.v1.WatchApplicationRequest\x1a(.forethought.v1.WatchApplicationResponse0\x01\x12V\n\x0bListWorkers\x12\".forethought.v1.ListWorkersRequest\x1a#.forethought.v1.ListWorkersResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x66orethought/v1/scheduler.proto\x12\x0e\x66orethought.v1\x1a\x1b\x66orethought/v1/common.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x97\x04\n\x0fGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x0e\n\x04text\x18\x03 \x01(\tH\x00\x12-\n\ttoken_ids\x18\x04 \x01(\x0b\x32\x18.forethought.v1.TokenIdsH\x00\x12,\n\x04\x63hat\x18\x05 \x01(\x0b\x32\x1c.forethought.v1.ChatMessagesH\x00\x12\x12\n\nmax_tokens\x18\x06 \x01(\x05\x12\x30\n\x08sampling\x18\x07 \x01(\x0b\x32\x1e.forethought.v1.SamplingParams\x12\x33\n\rservice_class\x18\x08 \x01(\x0e\x32\x1c.forethought.v1.ServiceClass\x12\x32\n\x03slo\x18\t \x01(\x0b\x32%.forethought.v1.ServiceLevelObjective\x12\x16\n\x0e\x61pplication_id\x18\n \x01(\t\x12\x0c\n\x04step\x18\x0b \x01(\t\x12,\n\x08\x64\x65\x61\x64line\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0breturn_text\x18\r \x01(\x08\x12\x14\n\x0clora_adapter\x18\x0e \x01(\t\x12\x16\n\texecution\x18\x0f \x01(\x05H\x01\x88\x01\x01\x12\x16\n\x0e\x66it_max_tokens\x18\x10 \x01(\x08\x42\x08\n\x06promptB\x0c\n\n_execution\"=\n\x0c\x43hatMessages\x12-\n\x08messages\x18\x01 \x03(\x0b\x32\x1b.forethought.v1.ChatMessage\",\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"\xc5\x02\n\x10GenerateResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x11\n\ttoken_ids\x18\x02 \x03(\x05\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x33\n\rfinish_reason\x18\x04 \x01(\x0e\x32\x1c.forethought.v1.FinishReason\x12$\n\x05usage\x18\x05 \x01(\x0b\x32\x15.forethought.v1.Usage\x12\x11\n\tworker_id\x18\x06 \x01(\t\x12\x1f\n\x17predicted_output_tokens\x18\x07 \x01(\x01\x12\x32\n\x08logprobs\x18\x08 \x03(\x0b\x32 .forethought.v1.PositionLogprobs\x12\x39\n\x0fprompt_logprobs\x18\t \x03(\x0b\x32 .forethought.v1.PositionLogprobs\"#\n\rCancelRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\"#\n\x0e\x43\x61ncelResponse\x12\x11\n\tcancelled\x18\x01 \x01(\x08\"\xa2\x01\n\x18SubmitApplicationRequest\x12\x13\n\x0b\x61pplication\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12,\n\x08\x64\x65\x61\x64line\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x33\n\rservice_class\x18\x04 \x01(\x0e\x32\x1c.forethought.v1.ServiceClass\"a\n\x19SubmitApplicationResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x1e\n\x16\x65stimated_completion_s\x18\x02 \x01(\x01\x12\x14\n\x0cgittins_rank\x18\x03 \x01(\x01\"E\n\x11ReportStepRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0c\n\x04step\x18\x02 \x01(\t\x12\x12\n\nduration_s\x18\x03 \x01(\x01\"?\n\x12ReportStepResponse\x12\x13\n\x0bremaining_s\x18\x01 \x01(\x01\x12\x14\n\x0cgittins_rank\x18\x02 \x01(\x01\":\n\x18\x46inishApplicationRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66\x61iled\x18\x02 \x01(\x08\"I\n\x19\x46inishApplicationResponse\x12\r\n\x05\x61\x63t_s\x18\x01 \x01(\x01\x12\r\n\x05steps\x18\x02 \x01(\x05\x12\x0e\n\x06learnt\x18\x03 \x01(\x08\")\n\x17WatchApplicationRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\xcf\x01\n\x18WatchApplicationResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0c\n\x04step\x18\x02 \x01(\t\x12(\n\x05state\x18\x03 \x01(\x0e\x32\x19.forethought.v1.StepState\x12\x13\n\x0bremaining_s\x18\x04 \x01(\x01\x12\x14\n\x0cgittins_rank\x18\x05 \x01(\x01\x12\x11\n\texecution\x18\x06 \x01(\x05\x12\x10\n\x08\x66inished\x18\x07 \x01(\x08\x12\r\n\x05\x61\x63t_s\x18\x08 \x01(\x01\x12\x0c\n\x04\x61t_s\x18\t \x01(\x01\"#\n\x12ListWorkersRequest\x12\r\n\x05model\x18\x01 \x01(\t\"B\n\x13ListWorkersResponse\x12+\n\x07workers\x18\x01 \x03(\x0b\x32\x1a.forethought.v1.WorkerInfo\"\xd2\x01\n\nWorkerInfo\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x0e\n\x06\x65ngine\x18\x04 \x01(\t\x12\x10\n\x08\x63\x61pacity\x18\x05 \x01(\x05\x12,\n\x06health\x18\x06 \x01(\x0e\x32\x1c.forethought.v1.WorkerHealth\x12(\n\x04load\x18\x07 \x01(\x0b\x32\x1a.forethought.v1.WorkerLoad\x12\x17\n\x0fheartbeat_age_s\x18\x08 \x01(\x01*\x82\x01\n\tStepState\x12\x1a\n\x16STEP_STATE_UNSPECIFIED\x10\x00\x12\x15\n\x11STEP_STATE_QUEUED\x10\x01\x12\x16\n\x12STEP_STATE_RUNNING\x10\x02\x12\x13\n\x0fSTEP_STATE_DONE\x10\x03\x12\x15\n\x11STEP_STATE_FAILED\x10\x04*\x81\x01\n\x0cWorkerHealth\x12\x1d\n\x19WORKER_HEALTH_UNSPECIFIED\x10\x00\x12\x19\n\x15WORKER_HEALTH_SERVING\x10\x01\x12\x1a\n\x16WORKER_HEALTH_DRAINING\x10\x02\x12\x1b\n\x17WORKER_HEALTH_UNHEALTHY\x10\x03\x32\x96\x05\n\x10SchedulerService\x12O\n\x08Generate\x12\x1f.forethought.v1.GenerateRequest\x1a .forethought.v1.GenerateResponse0\x01\x12G\n\x06\x43\x61ncel\x12\x1d.forethought.v1.CancelRequest\x1a\x1e.forethought.v1.CancelResponse\x12h\n\x11SubmitApplication\x12(.forethought.v1.SubmitApplicationRequest\x1a).forethought.v1.SubmitApplicationResponse\x12S\n\nReportStep\x12!.forethought.v1.ReportStepRequest\x1a\".forethought.v1.ReportStepResponse\x12h\n\x11\x46inishApplication\x12(.forethought.v1.FinishApplicationRequest\x1a).forethought.v1.FinishApplicationResponse\x12g\n\x10WatchApplication\x12\'.forethought.v1.WatchApplicationRequest\x1a(.forethought.v1.WatchApplicationResponse0\x01\x12V\n\x0bListWorkers\x12\".forethought.v1.ListWorkersRequest\x1a#.forethought.v1.ListWorkersResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'forethought.v1.scheduler_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_STEPSTATE']._serialized_start=2209
-  _globals['_STEPSTATE']._serialized_end=2339
-  _globals['_WORKERHEALTH']._serialized_start=2342
-  _globals['_WORKERHEALTH']._serialized_end=2471
+  _globals['_STEPSTATE']._serialized_start=2268
+  _globals['_STEPSTATE']._serialized_end=2398
+  _globals['_WORKERHEALTH']._serialized_start=2401
+  _globals['_WORKERHEALTH']._serialized_end=2530
   _globals['_GENERATEREQUEST']._serialized_start=113
   _globals['_GENERATEREQUEST']._serialized_end=648
   _globals['_CHATMESSAGES']._serialized_start=650
@@ -44,33 +44,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CHATMESSAGE']._serialized_start=713
   _globals['_CHATMESSAGE']._serialized_end=757
   _globals['_GENERATERESPONSE']._serialized_start=760
-  _globals['_GENERATERESPONSE']._serialized_end=1026
-  _globals['_CANCELREQUEST']._serialized_start=1028
-  _globals['_CANCELREQUEST']._serialized_end=1063
-  _globals['_CANCELRESPONSE']._serialized_start=1065
-  _globals['_CANCELRESPONSE']._serialized_end=1100
-  _globals['_SUBMITAPPLICATIONREQUEST']._serialized_start=1103
-  _globals['_SUBMITAPPLICATIONREQUEST']._serialized_end=1265
-  _globals['_SUBMITAPPLICATIONRESPONSE']._serialized_start=1267
-  _globals['_SUBMITAPPLICATIONRESPONSE']._serialized_end=1364
-  _globals['_REPORTSTEPREQUEST']._serialized_start=1366
-  _globals['_REPORTSTEPREQUEST']._serialized_end=1435
-  _globals['_REPORTSTEPRESPONSE']._serialized_start=1437
-  _globals['_REPORTSTEPRESPONSE']._serialized_end=1500
-  _globals['_FINISHAPPLICATIONREQUEST']._serialized_start=1502
-  _globals['_FINISHAPPLICATIONREQUEST']._serialized_end=1560
-  _globals['_FINISHAPPLICATIONRESPONSE']._serialized_start=1562
-  _globals['_FINISHAPPLICATIONRESPONSE']._serialized_end=1635
-  _globals['_WATCHAPPLICATIONREQUEST']._serialized_start=1637
-  _globals['_WATCHAPPLICATIONREQUEST']._serialized_end=1678
-  _globals['_WATCHAPPLICATIONRESPONSE']._serialized_start=1681
-  _globals['_WATCHAPPLICATIONRESPONSE']._serialized_end=1888
-  _globals['_LISTWORKERSREQUEST']._serialized_start=1890
-  _globals['_LISTWORKERSREQUEST']._serialized_end=1925
-  _globals['_LISTWORKERSRESPONSE']._serialized_start=1927
-  _globals['_LISTWORKERSRESPONSE']._serialized_end=1993
-  _globals['_WORKERINFO']._serialized_start=1996
-  _globals['_WORKERINFO']._serialized_end=2206
-  _globals['_SCHEDULERSERVICE']._serialized_start=2474
-  _globals['_SCHEDULERSERVICE']._serialized_end=3136
+  _globals['_GENERATERESPONSE']._serialized_end=1085
+  _globals['_CANCELREQUEST']._serialized_start=1087
+  _globals['_CANCELREQUEST']._serialized_end=1122
+  _globals['_CANCELRESPONSE']._serialized_start=1124
+  _globals['_CANCELRESPONSE']._serialized_end=1159
+  _globals['_SUBMITAPPLICATIONREQUEST']._serialized_start=1162
+  _globals['_SUBMITAPPLICATIONREQUEST']._serialized_end=1324
+  _globals['_SUBMITAPPLICATIONRESPONSE']._serialized_start=1326
+  _globals['_SUBMITAPPLICATIONRESPONSE']._serialized_end=1423
+  _globals['_REPORTSTEPREQUEST']._serialized_start=1425
+  _globals['_REPORTSTEPREQUEST']._serialized_end=1494
+  _globals['_REPORTSTEPRESPONSE']._serialized_start=1496
+  _globals['_REPORTSTEPRESPONSE']._serialized_end=1559
+  _globals['_FINISHAPPLICATIONREQUEST']._serialized_start=1561
+  _globals['_FINISHAPPLICATIONREQUEST']._serialized_end=1619
+  _globals['_FINISHAPPLICATIONRESPONSE']._serialized_start=1621
+  _globals['_FINISHAPPLICATIONRESPONSE']._serialized_end=1694
+  _globals['_WATCHAPPLICATIONREQUEST']._serialized_start=1696
+  _globals['_WATCHAPPLICATIONREQUEST']._serialized_end=1737
+  _globals['_WATCHAPPLICATIONRESPONSE']._serialized_start=1740
+  _globals['_WATCHAPPLICATIONRESPONSE']._serialized_end=1947
+  _globals['_LISTWORKERSREQUEST']._serialized_start=1949
+  _globals['_LISTWORKERSREQUEST']._serialized_end=1984
+  _globals['_LISTWORKERSRESPONSE']._serialized_start=1986
+  _globals['_LISTWORKERSRESPONSE']._serialized_end=2052
+  _globals['_WORKERINFO']._serialized_start=2055
+  _globals['_WORKERINFO']._serialized_end=2265
+  _globals['_SCHEDULERSERVICE']._serialized_start=2533
+  _globals['_SCHEDULERSERVICE']._serialized_end=3195
 # @@protoc_insertion_point(module_scope)

@@ -25,41 +25,41 @@ _sym_db = _symbol_database.Default()
 from forethought.v1 import common_pb2 as forethought_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x66orethought/v1/worker.proto\x12\x0e\x66orethought.v1\x1a\x1b\x66orethought/v1/common.proto\"\xca\x02\n\x1cWorkerServiceGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x18\n\x10prompt_token_ids\x18\x02 \x03(\x05\x12\x12\n\nmax_tokens\x18\x03 \x01(\x05\x12\x30\n\x08sampling\x18\x04 \x01(\x0b\x32\x1e.forethought.v1.SamplingParams\x12\x33\n\rservice_class\x18\x05 \x01(\x0e\x32\x1c.forethought.v1.ServiceClass\x12\x32\n\x03slo\x18\x06 \x01(\x0b\x32%.forethought.v1.ServiceLevelObjective\x12\x10\n\x08priority\x18\x07 \x01(\x05\x12\x14\n\x0clora_adapter\x18\x08 \x01(\t\x12\r\n\x05model\x18\t \x01(\t\x12\x16\n\x0e\x66it_max_tokens\x18\n \x01(\x08\"\xf1\x01\n\x1dWorkerServiceGenerateResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x11\n\ttoken_ids\x18\x02 \x03(\x05\x12\x11\n\x04text\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x33\n\rfinish_reason\x18\x04 \x01(\x0e\x32\x1c.forethought.v1.FinishReason\x12$\n\x05usage\x18\x05 \x01(\x0b\x32\x15.forethought.v1.Usage\x12\x32\n\x08logprobs\x18\x06 \x03(\x0b\x32 .forethought.v1.PositionLogprobsB\x07\n\x05_text\"\"\n\x0c\x41\x62ortRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\" \n\rAbortResponse\x12\x0f\n\x07\x61\x62orted\x18\x01 \x01(\x08\"\x93\x01\n\x0ePrewarmRequest\x12)\n\x04kind\x18\x01 \x01(\x0e\x32\x1b.forethought.v1.PrewarmKind\x12\x18\n\x10prefix_token_ids\x18\x02 \x03(\x05\x12\x0e\n\x06target\x18\x03 \x01(\t\x12\r\n\x05model\x18\x06 \x01(\t\x12\x11\n\tlora_path\x18\x07 \x01(\tJ\x04\x08\x04\x10\x05J\x04\x08\x05\x10\x06\"b\n\x0fPrewarmResponse\x12-\n\x06status\x18\x01 \x01(\x0e\x32\x1d.forethought.v1.PrewarmStatus\x12\x10\n\x08warmup_s\x18\x02 \x01(\x01\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\"?\n\x10LoadModelRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x1c\n\x14tensor_parallel_size\x18\x02 \x01(\x05\"A\n\x11LoadModelResponse\x12\x0e\n\x06load_s\x18\x01 \x01(\x01\x12\x1c\n\x14tensor_parallel_size\x18\x02 \x01(\x05\"#\n\x12UnloadModelRequest\x12\r\n\x05model\x18\x01 \x01(\t\"\'\n\x13UnloadModelResponse\x12\x10\n\x08unloaded\x18\x01 \x01(\x08\"\"\n\x0cStatsRequest\x12\x12\n\ninterval_s\x18\x01 \x01(\x01\"\xa3\x01\n\rStatsResponse\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12(\n\x04load\x18\x03 \x01(\x0b\x32\x1a.forethought.v1.WorkerLoad\x12\x14\n\x0cprewarm_hits\x18\x04 \x01(\x03\x12\x16\n\x0eprewarm_wasted\x18\x05 \x01(\x03\x12\x18\n\x10prewarm_wasted_s\x18\x06 \x01(\x01*\x8d\x01\n\x0bPrewarmKind\x12\x1c\n\x18PREWARM_KIND_UNSPECIFIED\x10\x00\x12\x1a\n\x16PREWARM_KIND_KV_PREFIX\x10\x01\x12\x15\n\x11PREWARM_KIND_LORA\x10\x02\x12\x16\n\x12PREWARM_KIND_MODEL\x10\x03\x12\x15\n\x11PREWARM_KIND_TOOL\x10\x04*\x84\x01\n\rPrewarmStatus\x12\x1e\n\x1aPREWARM_STATUS_UNSPECIFIED\x10\x00\x12\x18\n\x14PREWARM_STATUS_READY\x10\x01\x12\x1e\n\x1aPREWARM_STATUS_UNSUPPORTED\x10\x02\x12\x19\n\x15PREWARM_STATUS_FAILED\x10\x03\x32\xfe\x03\n\rWorkerService\x12i\n\x08Generate\x12,.forethought.v1.WorkerServiceGenerateRequest\x1a-.forethought.v1.WorkerServiceGenerateResponse0\x01\x12\x44\n\x05\x41\x62ort\x12\x1c.forethought.v1.AbortRequest\x1a\x1d.forethought.v1.AbortResponse\x12J\n\x07Prewarm\x12\x1e.forethought.v1.PrewarmRequest\x1a\x1f.forethought.v1.PrewarmResponse\x12P\n\tLoadModel\x12 .forethought.v1.LoadModelRequest\x1a!.forethought.v1.LoadModelResponse\x12V\n\x0bUnloadModel\x12\".forethought.v1.UnloadModelRequest\x1a#.forethought.v1.UnloadModelResponse\x12\x46\n\x05Stats\x12\x1c.forethought.v1.StatsRequest\x1a\x1d.forethought.v1.StatsResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x66orethought/v1/worker.proto\x12\x0e\x66orethought.v1\x1a\x1b\x66orethought/v1/common.proto\"\xca\x02\n\x1cWorkerServiceGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x18\n\x10prompt_token_ids\x18\x02 \x03(\x05\x12\x12\n\nmax_tokens\x18\x03 \x01(\x05\x12\x30\n\x08sampling\x18\x04 \x01(\x0b\x32\x1e.forethought.v1.SamplingParams\x12\x33\n\rservice_class\x18\x05 \x01(\x0e\x32\x1c.forethought.v1.ServiceClass\x12\x32\n\x03slo\x18\x06 \x01(\x0b\x32%.forethought.v1.ServiceLevelObjective\x12\x10\n\x08priority\x18\x07 \x01(\x05\x12\x14\n\x0clora_adapter\x18\x08 \x01(\t\x12\r\n\x05model\x18\t \x01(\t\x12\x16\n\x0e\x66it_max_tokens\x18\n \x01(\x08\"\xac\x02\n\x1dWorkerServiceGenerateResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x11\n\ttoken_ids\x18\x02 \x03(\x05\x12\x11\n\x04text\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x33\n\rfinish_reason\x18\x04 \x01(\x0e\x32\x1c.forethought.v1.FinishReason\x12$\n\x05usage\x18\x05 \x01(\x0b\x32\x15.forethought.v1.Usage\x12\x32\n\x08logprobs\x18\x06 \x03(\x0b\x32 .forethought.v1.PositionLogprobs\x12\x39\n\x0fprompt_logprobs\x18\x07 \x03(\x0b\x32 .forethought.v1.PositionLogprobsB\x07\n\x05_text\"\"\n\x0c\x41\x62ortRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\" \n\rAbortResponse\x12\x0f\n\x07\x61\x62orted\x18\x01 \x01(\x08\"\x93\x01\n\x0ePrewarmRequest\x12)\n\x04kind\x18\x01 \x01(\x0e\x32\x1b.forethought.v1.PrewarmKind\x12\x18\n\x10prefix_token_ids\x18\x02 \x03(\x05\x12\x0e\n\x06target\x18\x03 \x01(\t\x12\r\n\x05model\x18\x06 \x01(\t\x12\x11\n\tlora_path\x18\x07 \x01(\tJ\x04\x08\x04\x10\x05J\x04\x08\x05\x10\x06\"b\n\x0fPrewarmResponse\x12-\n\x06status\x18\x01 \x01(\x0e\x32\x1d.forethought.v1.PrewarmStatus\x12\x10\n\x08warmup_s\x18\x02 \x01(\x01\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\"?\n\x10LoadModelRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x1c\n\x14tensor_parallel_size\x18\x02 \x01(\x05\"A\n\x11LoadModelResponse\x12\x0e\n\x06load_s\x18\x01 \x01(\x01\x12\x1c\n\x14tensor_parallel_size\x18\x02 \x01(\x05\"#\n\x12UnloadModelRequest\x12\r\n\x05model\x18\x01 \x01(\t\"\'\n\x13UnloadModelResponse\x12\x10\n\x08unloaded\x18\x01 \x01(\x08\"\"\n\x0cStatsRequest\x12\x12\n\ninterval_s\x18\x01 \x01(\x01\"\xa3\x01\n\rStatsResponse\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12(\n\x04load\x18\x03 \x01(\x0b\x32\x1a.forethought.v1.WorkerLoad\x12\x14\n\x0cprewarm_hits\x18\x04 \x01(\x03\x12\x16\n\x0eprewarm_wasted\x18\x05 \x01(\x03\x12\x18\n\x10prewarm_wasted_s\x18\x06 \x01(\x01*\x8d\x01\n\x0bPrewarmKind\x12\x1c\n\x18PREWARM_KIND_UNSPECIFIED\x10\x00\x12\x1a\n\x16PREWARM_KIND_KV_PREFIX\x10\x01\x12\x15\n\x11PREWARM_KIND_LORA\x10\x02\x12\x16\n\x12PREWARM_KIND_MODEL\x10\x03\x12\x15\n\x11PREWARM_KIND_TOOL\x10\x04*\x84\x01\n\rPrewarmStatus\x12\x1e\n\x1aPREWARM_STATUS_UNSPECIFIED\x10\x00\x12\x18\n\x14PREWARM_STATUS_READY\x10\x01\x12\x1e\n\x1aPREWARM_STATUS_UNSUPPORTED\x10\x02\x12\x19\n\x15PREWARM_STATUS_FAILED\x10\x03\x32\xfe\x03\n\rWorkerService\x12i\n\x08Generate\x12,.forethought.v1.WorkerServiceGenerateRequest\x1a-.forethought.v1.WorkerServiceGenerateResponse0\x01\x12\x44\n\x05\x41\x62ort\x12\x1c.forethought.v1.AbortRequest\x1a\x1d.forethought.v1.AbortResponse\x12J\n\x07Prewarm\x12\x1e.forethought.v1.PrewarmRequest\x1a\x1f.forethought.v1.PrewarmResponse\x12P\n\tLoadModel\x12 .forethought.v1.LoadModelRequest\x1a!.forethought.v1.LoadModelResponse\x12V\n\x0bUnloadModel\x12\".forethought.v1.UnloadModelRequest\x1a#.forethought.v1.UnloadModelResponse\x12\x46\n\x05Stats\x12\x1c.forethought.v1.StatsRequest\x1a\x1d.forethought.v1.StatsResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'forethought.v1.worker_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PREWARMKIND']._serialized_start=1386
-  _globals['_PREWARMKIND']._serialized_end=1527
-  _globals['_PREWARMSTATUS']._serialized_start=1530
-  _globals['_PREWARMSTATUS']._serialized_end=1662
+  _globals['_PREWARMKIND']._serialized_start=1445
+  _globals['_PREWARMKIND']._serialized_end=1586
+  _globals['_PREWARMSTATUS']._serialized_start=1589
+  _globals['_PREWARMSTATUS']._serialized_end=1721
   _globals['_WORKERSERVICEGENERATEREQUEST']._serialized_start=77
   _globals['_WORKERSERVICEGENERATEREQUEST']._serialized_end=407
   _globals['_WORKERSERVICEGENERATERESPONSE']._serialized_start=410
-  _globals['_WORKERSERVICEGENERATERESPONSE']._serialized_end=651
-  _globals['_ABORTREQUEST']._serialized_start=653
-  _globals['_ABORTREQUEST']._serialized_end=687
-  _globals['_ABORTRESPONSE']._serialized_start=689
-  _globals['_ABORTRESPONSE']._serialized_end=721
-  _globals['_PREWARMREQUEST']._serialized_start=724
-  _globals['_PREWARMREQUEST']._serialized_end=871
-  _globals['_PREWARMRESPONSE']._serialized_start=873
-  _globals['_PREWARMRESPONSE']._serialized_end=971
-  _globals['_LOADMODELREQUEST']._serialized_start=973
-  _globals['_LOADMODELREQUEST']._serialized_end=1036
-  _globals['_LOADMODELRESPONSE']._serialized_start=1038
-  _globals['_LOADMODELRESPONSE']._serialized_end=1103
-  _globals['_UNLOADMODELREQUEST']._serialized_start=1105
-  _globals['_UNLOADMODELREQUEST']._serialized_end=1140
-  _globals['_UNLOADMODELRESPONSE']._serialized_start=1142
-  _globals['_UNLOADMODELRESPONSE']._serialized_end=1181
-  _globals['_STATSREQUEST']._serialized_start=1183
-  _globals['_STATSREQUEST']._serialized_end=1217
-  _globals['_STATSRESPONSE']._serialized_start=1220
-  _globals['_STATSRESPONSE']._serialized_end=1383
-  _globals['_WORKERSERVICE']._serialized_start=1665
-  _globals['_WORKERSERVICE']._serialized_end=2175
+  _globals['_WORKERSERVICEGENERATERESPONSE']._serialized_end=710
+  _globals['_ABORTREQUEST']._serialized_start=712
+  _globals['_ABORTREQUEST']._serialized_end=746
+  _globals['_ABORTRESPONSE']._serialized_start=748
+  _globals['_ABORTRESPONSE']._serialized_end=780
+  _globals['_PREWARMREQUEST']._serialized_start=783
+  _globals['_PREWARMREQUEST']._serialized_end=930
+  _globals['_PREWARMRESPONSE']._serialized_start=932
+  _globals['_PREWARMRESPONSE']._serialized_end=1030
+  _globals['_LOADMODELREQUEST']._serialized_start=1032
+  _globals['_LOADMODELREQUEST']._serialized_end=1095
+  _globals['_LOADMODELRESPONSE']._serialized_start=1097
+  _globals['_LOADMODELRESPONSE']._serialized_end=1162
+  _globals['_UNLOADMODELREQUEST']._serialized_start=1164
+  _globals['_UNLOADMODELREQUEST']._serialized_end=1199
+  _globals['_UNLOADMODELRESPONSE']._serialized_start=1201
+  _globals['_UNLOADMODELRESPONSE']._serialized_end=1240
+  _globals['_STATSREQUEST']._serialized_start=1242
+  _globals['_STATSREQUEST']._serialized_end=1276
+  _globals['_STATSRESPONSE']._serialized_start=1279
+  _globals['_STATSRESPONSE']._serialized_end=1442
+  _globals['_WORKERSERVICE']._serialized_start=1724
+  _globals['_WORKERSERVICE']._serialized_end=2234
 # @@protoc_insertion_point(module_scope)

@@ -52,6 +52,8 @@ def test_a_completion_takes_text_or_token_ids(sim_mesh: Mesh):
     assert text.choices[0].text and text.usage.completion_tokens == 4
     ids = api.completions.create(model=MODEL, prompt=list(range(100, 140)), max_tokens=3, extra_body={"ignore_eos": True})
     assert ids.usage.prompt_tokens == 40 and ids.usage.completion_tokens == 3
+    echoed = api.completions.create(model=MODEL, prompt="Echo me:", max_tokens=2, echo=True, extra_body={"ignore_eos": True})
+    assert echoed.choices[0].text.startswith("Echo me:") and len(echoed.choices[0].text) > len("Echo me:")
 
 
 def test_a_request_without_a_length_gets_the_context_its_prompt_leaves(sim_mesh: Mesh):
@@ -128,12 +130,14 @@ def test_forethought_fields_travel_in_the_body_and_as_headers(sim_mesh: Mesh):
     ({"model": MODEL, "prompt": "Hi", "deadline": "tomorrow"}, "deadline", "RFC 3339"),
     ({"model": MODEL, "prompt": "Hi", "deadline": 1e308}, "deadline", "9999-12-31"),
     ({"model": MODEL, "prompt": "Hi", "step": "s1"}, "step", "needs application_id"),
-    ({"model": MODEL, "prompt": "Hi", "echo": True}, "echo", "not supported"),
+    ({"model": MODEL, "prompt": "Hi", "suffix": "!"}, "suffix", "not supported"),
     ({"model": MODEL, "prompt": "Hi", "presence_penalty": 2.5}, "presence_penalty", "must be in [-2, 2]"),
     ({"model": MODEL, "prompt": "Hi", "logprobs": 2}, "logprobs", "computes no token probabilities"),
+    ({"model": MODEL, "prompt": [1, 2, 3], "echo": True}, "echo", "computes no token probabilities"),
 ], ids=["scheduler-range", "scheduler-sampling", "temperature-above-two", "empty-stop-string", "engine-stop", "n",
         "prompt-type", "model-missing", "service-class", "deadline",
-        "deadline-past-9999", "step-without-application", "unsupported", "penalty-range", "engine-logprobs"])
+        "deadline-past-9999", "step-without-application", "unsupported", "penalty-range", "engine-logprobs",
+        "engine-echo-of-token-ids"])
 def test_a_bad_field_answers_400_naming_the_openai_parameter(sim_mesh: Mesh, body: dict, param: str, message: str):
     with pytest.raises(openai.BadRequestError) as refused:
         client(sim_mesh).post("/completions", body=body, cast_to=object)  # extra fields too, as sent

@@ -31,6 +31,9 @@ def test_the_openai_client_streams_real_text_through_the_mesh(redis_server: Redi
         again = api.completions.create(model=MODEL, prompt="The capital of France is", max_tokens=4, temperature=0)
         scored = api.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Name a colour."}],
                                              max_tokens=6, temperature=0, logprobs=True, top_logprobs=2)
+        # How evaluation harnesses score a text: the prompt echoed with its tokens' log probabilities.
+        likelihood = api.completions.create(model=MODEL, prompt="The capital of France is Paris", max_tokens=1,
+                                            temperature=0, logprobs=1, echo=True)
     finally:
         stop_mesh(mesh)
     assert {param: body["param"] for param, body in refusals.items()} == {"stop_token_ids": "stop_token_ids",
@@ -41,6 +44,12 @@ def test_the_openai_client_streams_real_text_through_the_mesh(redis_server: Redi
     assert len(content) == scored.usage.completion_tokens
     assert "".join(entry.token for entry in content) == scored.choices[0].message.content
     assert all(len(entry.top_logprobs) == 2 and entry.top_logprobs[0].token == entry.token for entry in content)
+    echoed = likelihood.choices[0]
+    assert echoed.text.startswith("The capital of France is Paris")
+    assert len(echoed.logprobs.tokens) == likelihood.usage.prompt_tokens + 1
+    assert echoed.logprobs.token_logprobs[0] is None and echoed.logprobs.top_logprobs[0] is None
+    assert all(value <= 0 for value in echoed.logprobs.token_logprobs[1:])
+    assert echoed.logprobs.text_offset[-1] == len("The capital of France is Paris")
     text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
     assert "Paris" in text, text
     assert 0 < chunks[-1].usage.completion_tokens <= 24

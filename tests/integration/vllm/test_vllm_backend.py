@@ -86,7 +86,22 @@ async def test_each_token_comes_with_its_log_probability_when_asked(vllm_backend
         assert len(alternatives) == 3 and alternatives == sorted(alternatives, reverse=True) and alternatives[0] <= 0
         assert position.top[0] == position.chosen  # greedy: the likeliest token is the one chosen
     plain = await _collect(vllm_backend, GenerationRequest("no-logprobs", ids, 6, sampling=GREEDY))
-    assert all(not chunk.logprobs for chunk in plain)
+    assert all(not chunk.logprobs and not chunk.prompt_logprobs for chunk in plain)
+
+
+async def test_the_prompts_tokens_are_scored_once_on_the_first_chunk(vllm_backend: VllmEngineBackend, tokenizer) -> None:
+    ids = tuple(tokenizer.encode("The capital of France is Paris"))
+    sampling = SamplingParams(temperature=0.0, prompt_logprobs=2)
+    chunks = await _collect(vllm_backend, GenerationRequest("prompt-logprobs", ids, 2, sampling=sampling))
+    prompt = chunks[0].prompt_logprobs
+    assert all(not chunk.prompt_logprobs for chunk in chunks[1:])
+    assert [position.chosen.token_id for position in prompt] == list(ids)
+    assert "".join(position.chosen.token for position in prompt) == "The capital of France is Paris"
+    assert prompt[0].chosen.logprob is None and prompt[0].top == ()  # nothing predicts the first token
+    assert all(position.chosen.logprob is not None and position.chosen.logprob <= 0 and len(position.top) == 2
+               for position in prompt[1:])
+    paris = prompt[-1]
+    assert paris.chosen.logprob > -3, paris  # a model that knows its capitals expects " Paris" here
 
 
 async def test_penalties_steer_a_greedy_answer_away_from_repeating_itself(

@@ -10,7 +10,7 @@ import pytest
 from forethought.domain import InvalidField
 from forethought.services.http.openai_errors import http_error
 from forethought.services.http.openai_requests import chat_request, completion_request, deadline_of
-from forethought.services.http.openai_responses import Answer, Route, answer_json, chunk_json, sse, usage_chunk_json
+from forethought.services.http.openai_responses import Answer, Route, Said, answer_json, chunk_json, sse, usage_chunk_json
 from forethought.v1 import common_pb2, scheduler_pb2
 
 MODEL = "m"
@@ -106,7 +106,7 @@ def test_a_deadline_is_unix_seconds_or_rfc3339(value, seconds):
     ({"prompt": ""}, "prompt"), ({"prompt": ["a", "b"]}, "prompt"), ({"prompt": [1, "x"]}, "prompt"),
     ({"prompt": "Hi", "model": ""}, "model"), ({"prompt": "Hi", "max_tokens": "8"}, "max_tokens"),
     ({"prompt": "Hi", "max_tokens": 1 << 40}, "max_tokens"), ({"prompt": "Hi", "temperature": True}, "temperature"),
-    ({"prompt": "Hi", "n": 3}, "n"), ({"prompt": "Hi", "stop": [1]}, "stop"), ({"prompt": "Hi", "echo": True}, "echo"),
+    ({"prompt": "Hi", "n": 3}, "n"), ({"prompt": "Hi", "stop": [1]}, "stop"), ({"prompt": "Hi", "echo": 1}, "echo"),
     ({"prompt": "Hi", "stream_options": {"include_usage": True}}, "stream_options"),
     ({"prompt": "Hi", "deadline": "2030-01-01T00:00:00"}, "deadline"), ({"prompt": "Hi", "slo": {"ttft_s": -1}}, "slo.ttft_s"),
     ({"prompt": "Hi", "service_class": "RT"}, "service_class"), ({"prompt": "Hi", "application_id": 7}, "application_id"),
@@ -194,8 +194,8 @@ def test_a_whole_answer_is_openai_shaped_with_forethoughts_account():
 
 def test_chunks_name_the_role_first_and_the_usage_comes_last():
     answer = answered()
-    first = chunk_json(Route.CHAT, answer, scheduler_pb2.GenerateResponse(text="Hel"), first=True, include_usage=True)
-    later = chunk_json(Route.CHAT, answer, scheduler_pb2.GenerateResponse(text="lo"), first=False, include_usage=False)
+    first = chunk_json(Route.CHAT, answer, scheduler_pb2.GenerateResponse(), Said("Hel", []), first=True, include_usage=True)
+    later = chunk_json(Route.CHAT, answer, scheduler_pb2.GenerateResponse(), Said("lo", []), first=False, include_usage=False)
     assert first["object"] == "chat.completion.chunk" and first["usage"] is None
     assert first["choices"][0]["delta"] == {"role": "assistant", "content": "Hel"}
     assert later["choices"][0]["delta"] == {"content": "lo"} and "usage" not in later
@@ -231,10 +231,45 @@ def test_a_streamed_chunk_carries_its_own_tokens_log_probabilities_and_where_the
     answer = Answer("c", MODEL, 100)
     replies = [scheduler_pb2.GenerateResponse(text="Hel", logprobs=scored(("Hel", -0.5))),
                scheduler_pb2.GenerateResponse(text="lo!", logprobs=scored(("lo", -0.25), ("!", -1.0)))]
-    chunks = []
+    chunks, said = [], []
     for index, reply in enumerate(replies):
-        answer.add(reply)
-        chunks.append(chunk_json(Route.COMPLETION, answer, reply, index == 0, include_usage=False, logprobs=True))
+        said.append(answer.add(reply))
+        chunks.append(chunk_json(Route.COMPLETION, answer, reply, said[-1], index == 0, include_usage=False, logprobs=True))
     assert [chunk["choices"][0]["logprobs"]["text_offset"] for chunk in chunks] == [[0], [3, 5]]
-    chat = chunk_json(Route.CHAT, answer, replies[1], first=False, include_usage=False, logprobs=True)
+    chat = chunk_json(Route.CHAT, answer, replies[1], said[1], first=False, include_usage=False, logprobs=True)
     assert [entry["token"] for entry in chat["choices"][0]["logprobs"]["content"]] == ["lo", "!"]
+
+
+def first_token_unscored(text: str, token_id: int = 0) -> common_pb2.PositionLogprobs:
+    return common_pb2.PositionLogprobs(chosen=common_pb2.TokenLogprob(token_id=token_id, token=text))
+
+
+def test_an_echoing_completion_starts_with_its_prompt_in_text_and_scores():
+    prompt = [first_token_unscored("The"), *scored((" sky", -3.0))]
+    reply = scheduler_pb2.GenerateResponse(text=" is", logprobs=scored((" is", -0.5)), prompt_logprobs=prompt)
+    answer = Answer("c", MODEL, 100, echo=True, prompt_text="The sky")
+    said = answer.add(reply)
+    assert said.text == "The sky is" and len(said.logprobs) == 3
+    legacy = answer_json(Route.COMPLETION, answer, logprobs=True)["choices"][0]
+    assert legacy["text"] == "The sky is"
+    assert legacy["logprobs"]["tokens"] == ["The", " sky", " is"]
+    assert legacy["logprobs"]["token_logprobs"] == [None, -3.0, -0.5] and legacy["logprobs"]["top_logprobs"][0] is None
+    assert legacy["logprobs"]["text_offset"] == [0, 3, 7]
+    later = scheduler_pb2.GenerateResponse(text="!")
+    assert answer.add(later).text == "!"  # the prompt comes once
+    # A token-id prompt's text is its tokens'; without echo the prompt's scores are not shown.
+    ids = Answer("c", MODEL, 100, echo=True)
+    assert ids.add(reply).text == "The sky is"
+    assert Answer("c", MODEL, 100).add(reply) == Said(" is", list(reply.logprobs))
+
+
+def test_echo_asks_the_engine_for_the_prompts_scores_only_when_the_answer_needs_them():
+    text_only = completion({"prompt": "Hi", "echo": True})
+    assert text_only.echo and not text_only.generate.sampling.HasField("prompt_logprobs")  # echoed as sent
+    assert completion({"prompt": "Hi", "echo": True, "logprobs": 2}).generate.sampling.prompt_logprobs == 2
+    ids = completion({"prompt": [5, 6], "echo": True}).generate.sampling
+    assert ids.HasField("prompt_logprobs") and not ids.HasField("logprobs")  # the tokens' texts, not their scores
+    assert not completion({"prompt": "Hi"}).echo
+    with pytest.raises(InvalidField) as refused:
+        chat_request({"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "echo": True}, {}, "c", 8)
+    assert refused.value.field == "echo"

@@ -162,6 +162,7 @@ def _to_vllm_sampling(request: GenerationRequest) -> VllmSamplingParams:
         frequency_penalty=sampling.frequency_penalty,
         repetition_penalty=sampling.repetition_penalty,
         logprobs=sampling.logprobs,
+        prompt_logprobs=sampling.prompt_logprobs,
         output_kind=RequestOutputKind.DELTA,
         extra_args=slo_extra_args(request),
     )
@@ -381,8 +382,10 @@ class VllmEngineBackend:
         completion = output.outputs[0]
         token_ids = tuple(completion.token_ids)
         logprobs = positions_of(token_ids, completion.logprobs, request.sampling.logprobs or 0)
+        prompt_logprobs = self._prompt_positions(request, output.prompt_logprobs)
         if not output.finished:
-            return GenerationChunk(request.request_id, token_ids, completion.text, logprobs=logprobs)
+            return GenerationChunk(request.request_id, token_ids, completion.text, logprobs=logprobs,
+                                   prompt_logprobs=prompt_logprobs)
         usage = Usage(
             prompt_tokens=len(request.prompt_token_ids),
             cached_prompt_tokens=output.num_cached_tokens or 0,
@@ -390,7 +393,18 @@ class VllmEngineBackend:
             ttft_s=ttft,
         )
         reason = _FINISH_REASONS.get(completion.finish_reason or "stop", FinishReason.STOP)
-        return GenerationChunk(request.request_id, token_ids, completion.text, reason, usage, logprobs)
+        return GenerationChunk(request.request_id, token_ids, completion.text, reason, usage, logprobs, prompt_logprobs)
+
+    def _prompt_positions(self, request: GenerationRequest,
+                          positions: Sequence[Mapping[int, Logprob] | None] | None) -> tuple[PositionLogprobs, ...]:
+        """The prompt's scores when this output carries them (the first does): vLLM gives none for the first
+        token, which nothing predicts, so only its text is told."""
+        if not positions:
+            return ()
+        first = request.prompt_token_ids[0]
+        text = self.engine.tokenizer.decode([first]) if self.engine.tokenizer is not None else ""
+        return (PositionLogprobs(TokenLogprob(first, None, text)),
+                *positions_of(request.prompt_token_ids[1:], positions[1:], request.sampling.prompt_logprobs or 0))
 
     async def abort(self, request_id: str) -> bool:
         if self._engine is None or not self._monitor.is_inflight(request_id):

@@ -176,7 +176,8 @@ class GenerationResponse(Response):
 
     async def _serve(self, call: grpc.aio.UnaryStreamCall, send: Send) -> None:
         generate = self._request.generate
-        answer = Answer(generate.request_id, generate.model, int(time.time()))
+        answer = Answer(generate.request_id, generate.model, int(time.time()), echo=self._request.echo,
+                        prompt_text=generate.text)
         try:
             reply = await call.read()
         except grpc.aio.AioRpcError as error:
@@ -198,9 +199,9 @@ class GenerationResponse(Response):
     async def _stream(self, call: grpc.aio.UnaryStreamCall, reply: Any, answer: Answer, send: Send) -> None:
         first, failed = True, False
         while reply is not grpc.aio.EOF:
-            answer.add(reply)
-            if first or reply.text or reply.finish_reason or reply.logprobs:
-                event = chunk_json(self._route, answer, reply, first, self._request.include_usage,
+            said = answer.add(reply)
+            if first or said.text or reply.finish_reason or said.logprobs:
+                event = chunk_json(self._route, answer, reply, said, first, self._request.include_usage,
                                    self._logprobs)
                 await send({"type": "http.response.body", "body": sse(event), "more_body": True})
                 first = False

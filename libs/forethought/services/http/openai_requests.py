@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -37,7 +37,7 @@ HEADERS = {
 """Forethought's fields and the headers that carry them (header names are case-insensitive)."""
 
 UNSUPPORTED: dict[str, tuple[Any, ...]] = {
-    "echo": (None, False), "suffix": (None, ""),
+    "suffix": (None, ""),
     "best_of": (None, 1), "logit_bias": (None, {}), "tools": (None, []), "functions": (None, []),
     "response_format": (None, {"type": "text"}),
 }
@@ -51,6 +51,7 @@ class GatewayRequest:
     generate: scheduler_pb2.GenerateRequest
     stream: bool
     include_usage: bool  # stream_options.include_usage: a last chunk with the usage
+    echo: bool = False  # completions' echo: the answer starts with the prompt
 
 
 def completion_request(body: Mapping[str, Any], headers: Mapping[str, str], request_id: str,
@@ -59,6 +60,7 @@ def completion_request(body: Mapping[str, Any], headers: Mapping[str, str], requ
     request = _common(body, headers, request_id, ("max_tokens",), default_max_tokens)
     require(body.get("top_logprobs") in (None, 0), "top_logprobs", "is a chat field; completions take logprobs: N")
     _ask_logprobs(request, _integer(body, "logprobs"), "logprobs")
+    echo = _typed(body, "echo", bool, "a boolean") or False
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
         prompt = prompt[0]  # a batch of one
@@ -69,13 +71,17 @@ def completion_request(body: Mapping[str, Any], headers: Mapping[str, str], requ
         request.token_ids.ids.extend(prompt)
     else:
         raise InvalidField("prompt", "must be a non-empty string or a list of token ids (one prompt per request)")
-    return _gateway_request(body, request)
+    if echo and (request.sampling.HasField("logprobs") or request.WhichOneof("prompt") == "token_ids"):
+        # The prompt's tokens and their scores come from the engine; a text prompt alone is echoed as sent.
+        request.sampling.prompt_logprobs = request.sampling.logprobs
+    return replace(_gateway_request(body, request), echo=echo)
 
 
 def chat_request(body: Mapping[str, Any], headers: Mapping[str, str], request_id: str,
                  default_max_tokens: int) -> GatewayRequest:
     """The ``/v1/chat/completions`` body: ``messages`` of system, developer, user and assistant turns."""
     request = _common(body, headers, request_id, ("max_completion_tokens", "max_tokens"), default_max_tokens)
+    require(body.get("echo") in (None, False), "echo", "is a completions field")
     wanted = _typed(body, "logprobs", bool, "a boolean") or False
     top = _integer(body, "top_logprobs")
     require(top in (None, 0) or wanted, "top_logprobs", "needs logprobs: true")

@@ -5,7 +5,8 @@ each an SSE ``data:`` line, then (with ``stream_options.include_usage``) a chunk
 usage, then ``data: [DONE]``. Every answer also carries a ``forethought`` object: the request id, the
 worker that served it, the predictor's forecast and the scheduler's timings. A request that asked for log
 probabilities gets them in its route's shape: the chat's ``logprobs.content`` entries, or the legacy
-completion's parallel lists (``tokens``, ``token_logprobs``, ``top_logprobs``, ``text_offset``).
+completion's parallel lists (``tokens``, ``token_logprobs``, ``top_logprobs``, ``text_offset``). A
+completion with ``echo`` starts with its prompt, in the text and in the log probabilities.
 """
 
 from __future__ import annotations
@@ -45,9 +46,19 @@ class Route(enum.Enum):
         return self.value[1]
 
 
+@dataclass(frozen=True)
+class Said:
+    """What one reply adds to the answer: its text and its tokens' log probabilities (the prompt's first, when
+    the reply is the first of an echoing completion)."""
+
+    text: str
+    logprobs: list[common_pb2.PositionLogprobs]
+
+
 @dataclass
 class Answer:
-    """What a request's stream has said so far."""
+    """What a request's stream has said so far. ``echo``: the answer starts with the prompt, ``prompt_text``
+    when it was sent as text, else the text of its tokens (from their scores)."""
 
     request_id: str
     model: str
@@ -57,19 +68,27 @@ class Answer:
     usage: common_pb2.Usage | None = None
     worker_id: str = ""
     predicted_output_tokens: float = 0.0
+    echo: bool = False
+    prompt_text: str = ""
     logprobs: list[common_pb2.PositionLogprobs] = field(default_factory=list)
     token_chars: int = 0  # characters of the tokens' own texts so far: where the next one starts (``text_offset``)
 
-    def add(self, reply: scheduler_pb2.GenerateResponse) -> None:
-        self.texts.append(reply.text)
-        self.logprobs.extend(reply.logprobs)
-        self.token_chars += sum(len(position.chosen.token) for position in reply.logprobs)
+    def add(self, reply: scheduler_pb2.GenerateResponse) -> Said:
+        prompt = list(reply.prompt_logprobs) if self.echo else []
+        echoed = self.prompt_text if self.echo and not self.texts else ""
+        if prompt and not self.prompt_text:
+            echoed = "".join(position.chosen.token for position in prompt)
+        said = Said(echoed + reply.text, prompt + list(reply.logprobs))
+        self.texts.append(said.text)
+        self.logprobs.extend(said.logprobs)
+        self.token_chars += sum(len(position.chosen.token) for position in said.logprobs)
         self.worker_id = reply.worker_id or self.worker_id
         self.predicted_output_tokens = reply.predicted_output_tokens or self.predicted_output_tokens
         if reply.finish_reason:
             self.finish_reason = reply.finish_reason
         if reply.HasField("usage"):
             self.usage = reply.usage
+        return said
 
     def forethought(self) -> dict[str, Any]:
         """Forethought's own account of the request: where it ran, the forecast and the timings."""
@@ -100,7 +119,8 @@ def logprobs_json(route: Route, positions: Sequence[common_pb2.PositionLogprobs]
     offsets = list(itertools.accumulate((len(position.chosen.token) for position in positions), initial=text_offset))
     return {"tokens": [position.chosen.token for position in positions],
             "token_logprobs": [_logprob(position.chosen) for position in positions],
-            "top_logprobs": [{each.token: _logprob(each) for each in position.top} for position in positions],
+            "top_logprobs": [{each.token: _logprob(each) for each in position.top}
+                             if position.chosen.HasField("logprob") else None for position in positions],
             "text_offset": offsets[:-1]}
 
 
@@ -108,8 +128,9 @@ def _token_json(token: common_pb2.TokenLogprob) -> dict[str, Any]:
     return {"token": token.token, "logprob": _logprob(token), "bytes": list(token.token.encode())}
 
 
-def _logprob(token: common_pb2.TokenLogprob) -> float:
-    return max(token.logprob, LOWEST_LOGPROB)
+def _logprob(token: common_pb2.TokenLogprob) -> float | None:
+    """None for a token nothing predicts (the prompt's first)."""
+    return max(token.logprob, LOWEST_LOGPROB) if token.HasField("logprob") else None
 
 
 def answer_json(route: Route, answer: Answer, logprobs: bool = False) -> dict[str, Any]:
@@ -125,17 +146,17 @@ def answer_json(route: Route, answer: Answer, logprobs: bool = False) -> dict[st
             "choices": [choice], "usage": usage_json(answer.usage), "forethought": answer.forethought()}
 
 
-def chunk_json(route: Route, answer: Answer, reply: scheduler_pb2.GenerateResponse, first: bool,
+def chunk_json(route: Route, answer: Answer, reply: scheduler_pb2.GenerateResponse, said: Said, first: bool,
                include_usage: bool, logprobs: bool = False) -> dict[str, Any]:
-    """One streamed chunk for ``reply``, already added to ``answer`` (the chat's first chunk also names the
-    assistant's role)."""
-    offset = answer.token_chars - sum(len(position.chosen.token) for position in reply.logprobs)
-    choice: dict[str, Any] = {"index": 0, "logprobs": logprobs_json(route, reply.logprobs, logprobs, offset),
+    """One streamed chunk for ``reply``, which ``answer.add`` took and answered with ``said`` (the chat's first
+    chunk also names the assistant's role)."""
+    offset = answer.token_chars - sum(len(position.chosen.token) for position in said.logprobs)
+    choice: dict[str, Any] = {"index": 0, "logprobs": logprobs_json(route, said.logprobs, logprobs, offset),
                               "finish_reason": finish_reason_json(reply.finish_reason)}
     if route is Route.CHAT:
-        choice["delta"] = {"role": "assistant", "content": reply.text} if first else {"content": reply.text}
+        choice["delta"] = {"role": "assistant", "content": said.text} if first else {"content": said.text}
     else:
-        choice["text"] = reply.text
+        choice["text"] = said.text
     chunk = _chunk(route, answer, [choice])
     if include_usage:
         chunk["usage"] = None  # OpenAI's convention: every chunk has the key; the last one fills it

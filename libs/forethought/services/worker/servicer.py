@@ -40,8 +40,9 @@ def require_servable(request: GenerationRequest, engine: EngineBackend) -> None:
     require(engine.detokenizes or not request.sampling.stop, "sampling.stop",
             "stop strings need an engine that makes text; this worker's engine makes token ids only: "
             "use sampling.stop_token_ids")
-    require(engine.computes_logprobs or request.sampling.logprobs is None, "sampling.logprobs",
-            "this worker's engine computes no token probabilities (the sim and null engines model time, not a model)")
+    for name in ("logprobs", "prompt_logprobs"):
+        require(engine.computes_logprobs or getattr(request.sampling, name) is None, f"sampling.{name}",
+                "this worker's engine computes no token probabilities (the sim and null engines model time, not a model)")
     limit = engine.max_request_tokens
     prompt = len(request.prompt_token_ids)
     require(prompt < limit, "prompt_token_ids", f"holds {prompt} tokens; this worker's engine serves at most {limit} "
@@ -105,6 +106,8 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                     reply.usage.CopyFrom(convert.usage_to_proto(chunk.usage))
                 if chunk.logprobs:
                     reply.logprobs.extend(convert.logprobs_to_proto(chunk.logprobs))
+                if chunk.prompt_logprobs:
+                    reply.prompt_logprobs.extend(convert.logprobs_to_proto(chunk.prompt_logprobs))
                 yield reply
         finally:
             self._live.pop(engine_request.request_id, None)
