@@ -87,7 +87,8 @@ class TokenLogprob:
 
 @dataclass(frozen=True)
 class PositionLogprobs:
-    """One generated token's log probability and the likeliest alternatives at its position (likeliest first)."""
+    """One token's log probability (generated or of the prompt) and the likeliest alternatives at its position
+    (likeliest first)."""
 
     chosen: TokenLogprob
     top: tuple[TokenLogprob, ...] = ()
