@@ -84,6 +84,27 @@ async def test_the_async_client_streams_chunks_and_a_last_usage_chunk(sim_mesh: 
     assert len({chunk.id for chunk in chunks}) == 1
 
 
+def test_n_choices_come_back_whole_or_streamed_with_their_indexes(sim_mesh: Mesh):
+    api = client(sim_mesh)
+    whole = api.completions.create(model=MODEL, prompt="Pick a number:", max_tokens=4, n=3, seed=11,
+                                   extra_body={"ignore_eos": True})
+    assert [choice.index for choice in whole.choices] == [0, 1, 2] and all(choice.text for choice in whole.choices)
+    assert whole.usage.completion_tokens == 12  # every choice's tokens; the prompt once
+    accounts = whole.model_extra["forethought"]["choices"]
+    assert [account["request_id"] for account in accounts] == [f"{whole.id}-{index}" for index in range(3)]
+    stream = api.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=5, n=2,
+                                         stream=True, stream_options={"include_usage": True},
+                                         extra_body={"ignore_eos": True})
+    chunks = list(stream)
+    by_choice: dict[int, list] = {0: [], 1: []}
+    for chunk in chunks:
+        for choice in chunk.choices:
+            by_choice[choice.index].append(choice)
+    assert all(choices[0].delta.role == "assistant" and choices[-1].finish_reason == "length"
+               for choices in by_choice.values())
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 10
+
+
 def test_several_async_calls_at_once_each_get_their_own_answer(sim_mesh: Mesh):
     async def many() -> list[int]:
         api = openai.AsyncOpenAI(base_url=sim_mesh.base_url, api_key="unused", max_retries=0)
@@ -123,7 +144,7 @@ def test_forethought_fields_travel_in_the_body_and_as_headers(sim_mesh: Mesh):
     ({"model": MODEL, "prompt": "Hi", "temperature": 2.5}, "temperature", "must be at most 2"),
     ({"model": MODEL, "prompt": "Hi", "stop": ["END", ""]}, "stop", "must not hold an empty string"),
     ({"model": MODEL, "prompt": "Hi", "stop": ["\n"]}, "stop", "stop strings"),
-    ({"model": MODEL, "prompt": "Hi", "n": 2}, "n", "must be 1"),
+    ({"model": MODEL, "prompt": "Hi", "n": 17}, "n", "must be in 1..16"),
     ({"model": MODEL, "prompt": 5}, "prompt", "must be a non-empty string"),
     ({"prompt": "Hi"}, "model", "must be a non-empty string"),
     ({"model": MODEL, "prompt": "Hi", "service_class": "gold"}, "service_class", "must be rt or be"),
@@ -220,9 +241,9 @@ def test_a_client_that_gives_up_on_a_whole_answer_cancels_it_too(sim_mesh: Mesh)
     before = scheduler_metric(sim_mesh, "forethought_rpc_requests_total", **cancelled)
     with pytest.raises(openai.APITimeoutError):  # no stream: nothing is sent until the answer is whole
         client(sim_mesh, timeout=2.0).completions.create(model=MODEL, prompt="Tell a very long story", max_tokens=20_000,
-                                                         extra_body={"ignore_eos": True})
-    wait_until(lambda: scheduler_metric(sim_mesh, "forethought_rpc_requests_total", **cancelled) == before + 1,
-               "the scheduler's Generate call ends CANCELLED")
+                                                         n=2, extra_body={"ignore_eos": True})
+    wait_until(lambda: scheduler_metric(sim_mesh, "forethought_rpc_requests_total", **cancelled) == before + 2,
+               "both choices' Generate calls end CANCELLED")
     wait_until(lambda: running_on_workers(sim_mesh) == 0, "the worker let the request go")
 
 

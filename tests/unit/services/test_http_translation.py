@@ -106,7 +106,7 @@ def test_a_deadline_is_unix_seconds_or_rfc3339(value, seconds):
     ({"prompt": ""}, "prompt"), ({"prompt": ["a", "b"]}, "prompt"), ({"prompt": [1, "x"]}, "prompt"),
     ({"prompt": "Hi", "model": ""}, "model"), ({"prompt": "Hi", "max_tokens": "8"}, "max_tokens"),
     ({"prompt": "Hi", "max_tokens": 1 << 40}, "max_tokens"), ({"prompt": "Hi", "temperature": True}, "temperature"),
-    ({"prompt": "Hi", "n": 3}, "n"), ({"prompt": "Hi", "stop": [1]}, "stop"), ({"prompt": "Hi", "echo": 1}, "echo"),
+    ({"prompt": "Hi", "n": 17}, "n"), ({"prompt": "Hi", "stop": [1]}, "stop"), ({"prompt": "Hi", "echo": 1}, "echo"),
     ({"prompt": "Hi", "stream_options": {"include_usage": True}}, "stream_options"),
     ({"prompt": "Hi", "deadline": "2030-01-01T00:00:00"}, "deadline"), ({"prompt": "Hi", "slo": {"ttft_s": -1}}, "slo.ttft_s"),
     ({"prompt": "Hi", "service_class": "RT"}, "service_class"), ({"prompt": "Hi", "application_id": 7}, "application_id"),
@@ -182,14 +182,14 @@ def answered() -> Answer:
 
 
 def test_a_whole_answer_is_openai_shaped_with_forethoughts_account():
-    body = answer_json(Route.CHAT, answered())
+    body = answer_json(Route.CHAT, [answered()])
     assert body["object"] == "chat.completion" and body["choices"] == [
         {"index": 0, "logprobs": None, "finish_reason": "stop", "message": {"role": "assistant", "content": "Hello"}}]
     assert body["usage"] == {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12,
                              "prompt_tokens_details": {"cached_tokens": 4}}
     assert body["forethought"] == {"request_id": "chatcmpl-1", "worker_id": "w0", "predicted_output_tokens": 12.0,
                                    "ttft_s": 0.25, "queue_s": 0.01}
-    assert answer_json(Route.COMPLETION, answered())["choices"][0]["text"] == "Hello"
+    assert answer_json(Route.COMPLETION, [answered()])["choices"][0]["text"] == "Hello"
 
 
 def test_chunks_name_the_role_first_and_the_usage_comes_last():
@@ -199,7 +199,7 @@ def test_chunks_name_the_role_first_and_the_usage_comes_last():
     assert first["object"] == "chat.completion.chunk" and first["usage"] is None
     assert first["choices"][0]["delta"] == {"role": "assistant", "content": "Hel"}
     assert later["choices"][0]["delta"] == {"content": "lo"} and "usage" not in later
-    last = usage_chunk_json(Route.CHAT, answer)
+    last = usage_chunk_json(Route.CHAT, [answer])
     assert last["choices"] == [] and last["usage"]["total_tokens"] == 12
     assert sse({"a": 1}) == b'data: {"a":1}\n\n' and json.loads(sse(last)[6:]) == last
 
@@ -217,14 +217,14 @@ def test_log_probabilities_take_each_routes_shape_and_only_when_asked():
     answer = Answer("c", MODEL, 100)
     answer.add(scheduler_pb2.GenerateResponse(text="Hel", logprobs=scored(("Hel", -0.5))))
     answer.add(scheduler_pb2.GenerateResponse(text="lo", logprobs=scored(("lo", -0.25))))
-    assert answer_json(Route.CHAT, answer)["choices"][0]["logprobs"] is None
-    chat = answer_json(Route.CHAT, answer, logprobs=True)["choices"][0]["logprobs"]["content"]
+    assert answer_json(Route.CHAT, [answer])["choices"][0]["logprobs"] is None
+    chat = answer_json(Route.CHAT, [answer], logprobs=True)["choices"][0]["logprobs"]["content"]
     assert [entry["token"] for entry in chat] == ["Hel", "lo"] and chat[1]["bytes"] == [108, 111]
     assert chat[0]["top_logprobs"][1] == {"token": "é", "logprob": -9999.0, "bytes": [195, 169]}  # JSON has no -inf
-    legacy = answer_json(Route.COMPLETION, answer, logprobs=True)["choices"][0]["logprobs"]
+    legacy = answer_json(Route.COMPLETION, [answer], logprobs=True)["choices"][0]["logprobs"]
     assert legacy["tokens"] == ["Hel", "lo"] and legacy["token_logprobs"] == [-0.5, -0.25]
     assert legacy["text_offset"] == [0, 3] and legacy["top_logprobs"][0] == {"Hel": -0.5, "é": -9999.0}
-    json.loads(sse(answer_json(Route.CHAT, answer, logprobs=True))[6:])  # strict JSON
+    json.loads(sse(answer_json(Route.CHAT, [answer], logprobs=True))[6:])  # strict JSON
 
 
 def test_a_streamed_chunk_carries_its_own_tokens_log_probabilities_and_where_they_start():
@@ -250,7 +250,7 @@ def test_an_echoing_completion_starts_with_its_prompt_in_text_and_scores():
     answer = Answer("c", MODEL, 100, echo=True, prompt_text="The sky")
     said = answer.add(reply)
     assert said.text == "The sky is" and len(said.logprobs) == 3
-    legacy = answer_json(Route.COMPLETION, answer, logprobs=True)["choices"][0]
+    legacy = answer_json(Route.COMPLETION, [answer], logprobs=True)["choices"][0]
     assert legacy["text"] == "The sky is"
     assert legacy["logprobs"]["tokens"] == ["The", " sky", " is"]
     assert legacy["logprobs"]["token_logprobs"] == [None, -3.0, -0.5] and legacy["logprobs"]["top_logprobs"][0] is None
@@ -273,3 +273,35 @@ def test_echo_asks_the_engine_for_the_prompts_scores_only_when_the_answer_needs_
     with pytest.raises(InvalidField) as refused:
         chat_request({"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "echo": True}, {}, "c", 8)
     assert refused.value.field == "echo"
+
+
+def test_each_choice_is_a_request_of_its_own_with_its_own_id_and_seed():
+    one = completion({"prompt": "Hi", "seed": 7})
+    assert one.n == 1 and one.choice_requests() == [one.generate]
+    three = completion({"prompt": "Hi", "n": 3, "seed": 7})
+    choices = three.choice_requests()
+    assert [choice.request_id for choice in choices] == ["cmpl-1-0", "cmpl-1-1", "cmpl-1-2"]
+    assert [choice.sampling.seed for choice in choices] == [7, 6, 5]  # distinct, each reproducible
+    assert all(choice.text == "Hi" and choice.model == MODEL for choice in choices)
+    edge = completion({"prompt": "Hi", "n": 2, "seed": (1 << 63) - 1}).choice_requests()
+    assert edge[1].sampling.seed == (1 << 63) - 2  # no overflow past int64
+    assert not any(choice.sampling.HasField("seed") for choice in completion({"prompt": "Hi", "n": 2}).choice_requests())
+
+
+def test_several_choices_answer_with_their_indexes_and_the_usage_of_all():
+    answers = []
+    for index, (text, tokens) in enumerate((("Hel", 3), ("Yo", 2))):
+        answer = Answer("cmpl-1", MODEL, 100, index=index, call_id=f"cmpl-1-{index}")
+        answer.add(scheduler_pb2.GenerateResponse(text=text, worker_id=f"w{index}", finish_reason=common_pb2.FINISH_REASON_LENGTH,
+                                                  usage=common_pb2.Usage(prompt_tokens=10, cached_prompt_tokens=4,
+                                                                         output_tokens=tokens)))
+        answers.append(answer)
+    body = answer_json(Route.COMPLETION, answers)
+    assert [(choice["index"], choice["text"]) for choice in body["choices"]] == [(0, "Hel"), (1, "Yo")]
+    assert body["usage"] == {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15,
+                             "prompt_tokens_details": {"cached_tokens": 4}}
+    assert body["id"] == "cmpl-1" and body["forethought"]["request_id"] == "cmpl-1-0"
+    assert [each["worker_id"] for each in body["forethought"]["choices"]] == ["w0", "w1"]
+    chunk = chunk_json(Route.CHAT, answers[1], scheduler_pb2.GenerateResponse(), Said("Yo", []), first=True, include_usage=False)
+    assert chunk["choices"][0]["index"] == 1 and chunk["id"] == "cmpl-1"
+    assert "choices" not in answer_json(Route.COMPLETION, answers[:1])["forethought"]

@@ -1,7 +1,8 @@
 """The OpenAI-compatible routes over the scheduler's gRPC ``SchedulerService``.
 
-Each generating call opens one ``Generate`` stream and waits for its first message before answering, so a
-refusal (a bad field, an unknown model, a full queue) is an HTTP error status, not a broken stream. Until
+Each generating call opens one ``Generate`` stream per choice (``n``) and waits for their first messages before
+answering, so a refusal (a bad field, an unknown model, a full queue) is an HTTP error status, not a broken
+stream. Until
 the answer is complete the response also watches the connection: a client that leaves cancels the gRPC
 call, and the scheduler aborts the request on its worker. The caller's ``Authorization: Bearer`` header goes
 to the scheduler as its ``authorization`` metadata, so the scheduler's tenants decide (401 when it refuses).
@@ -159,62 +160,101 @@ class GenerationResponse(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         name = f"POST {scope['path']}"
         with tracer.start_as_current_span(name, context=self._trace_context, kind=trace.SpanKind.SERVER):
-            call = self._stub.Generate(self._request.generate, timeout=self._timeout_s,
-                                       metadata=(*trace_metadata(), *self._authorization))
-            serving = asyncio.ensure_future(self._serve(call, send))
+            calls = [self._stub.Generate(choice, timeout=self._timeout_s, metadata=(*trace_metadata(), *self._authorization))
+                     for choice in self._request.choice_requests()]
+            serving = asyncio.ensure_future(self._serve(calls, send))
             watching = asyncio.ensure_future(_disconnect(receive))
             try:
                 await asyncio.wait({serving, watching}, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 if not serving.done():
-                    call.cancel()  # the client left (or the server stops): the scheduler aborts the request
                     serving.cancel()
                 watching.cancel()
                 await asyncio.gather(serving, watching, return_exceptions=True)
+                for call in calls:
+                    call.cancel()  # the client left, the server stops or a choice failed: the scheduler aborts the rest
             if not serving.cancelled() and serving.exception() is not None:
                 raise serving.exception()  # type: ignore[misc]
 
-    async def _serve(self, call: grpc.aio.UnaryStreamCall, send: Send) -> None:
+    async def _serve(self, calls: list[grpc.aio.UnaryStreamCall], send: Send) -> None:
         generate = self._request.generate
-        answer = Answer(generate.request_id, generate.model, int(time.time()), echo=self._request.echo,
-                        prompt_text=generate.text)
-        try:
-            reply = await call.read()
-        except grpc.aio.AioRpcError as error:
-            return await _send_json(send, *_error_parts(http_error_of(error)))
+        answers = [Answer(generate.request_id, generate.model, int(time.time()), index=index, call_id=choice.request_id,
+                          echo=self._request.echo, prompt_text=generate.text)
+                   for index, choice in enumerate(self._request.choice_requests())]
+        # Every choice's first message before answering: a refusal is an HTTP status, not a broken stream.
+        firsts = await asyncio.gather(*(call.read() for call in calls), return_exceptions=True)
+        if failed := _first_failure(firsts):
+            return await _send_json(send, *_error_parts(http_error_of(failed)))
         if not self._request.stream:
-            try:
-                while reply is not grpc.aio.EOF:
-                    answer.add(reply)
-                    reply = await call.read()
-            except grpc.aio.AioRpcError as error:
-                return await _send_json(send, *_error_parts(http_error_of(error)))
-            return await _send_json(send, 200, answer_json(self._route, answer, self._logprobs),
-                                    {REQUEST_ID_HEADER: answer.request_id})
+            collected = await asyncio.gather(*(_collect(call, first, answer) for call, first, answer in
+                                               zip(calls, firsts, answers, strict=True)), return_exceptions=True)
+            if failed := _first_failure(collected):
+                return await _send_json(send, *_error_parts(http_error_of(failed)))
+            return await _send_json(send, 200, answer_json(self._route, answers, self._logprobs),
+                                    {REQUEST_ID_HEADER: generate.request_id})
         await send({"type": "http.response.start", "status": 200, "headers": [
             (b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
-            (REQUEST_ID_HEADER.encode(), answer.request_id.encode())]})
-        await self._stream(call, reply, answer, send)
+            (REQUEST_ID_HEADER.encode(), generate.request_id.encode())]})
+        await self._stream(calls, firsts, answers, send)
 
-    async def _stream(self, call: grpc.aio.UnaryStreamCall, reply: Any, answer: Answer, send: Send) -> None:
-        first, failed = True, False
-        while reply is not grpc.aio.EOF:
-            said = answer.add(reply)
-            if first or said.text or reply.finish_reason or said.logprobs:
-                event = chunk_json(self._route, answer, reply, said, first, self._request.include_usage,
-                                   self._logprobs)
-                await send({"type": "http.response.body", "body": sse(event), "more_body": True})
-                first = False
-            try:
-                reply = await call.read()
-            except grpc.aio.AioRpcError as error:
-                # Tokens went out already: the failure is the stream's last event (OpenAI's clients raise it).
-                await send({"type": "http.response.body", "body": sse(http_error_of(error).body), "more_body": True})
-                failed = True
-                break
+    async def _stream(self, calls: list[grpc.aio.UnaryStreamCall], firsts: list[Any], answers: list[Answer],
+                      send: Send) -> None:
+        """The choices' messages as events, in the order they come; a failure after tokens went out is the
+        stream's last event (OpenAI's clients raise it)."""
+        replies: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
+        pumps = [asyncio.ensure_future(_pump(index, call, first, replies))
+                 for index, (call, first) in enumerate(zip(calls, firsts, strict=True))]
+        started = [False] * len(calls)
+        running, failed = len(calls), False
+        try:
+            while running:
+                index, reply = await replies.get()
+                if reply is grpc.aio.EOF:
+                    running -= 1
+                    continue
+                if isinstance(reply, grpc.aio.AioRpcError):
+                    await send({"type": "http.response.body", "body": sse(http_error_of(reply).body), "more_body": True})
+                    failed = True
+                    break
+                said = answers[index].add(reply)
+                if not started[index] or said.text or reply.finish_reason or said.logprobs:
+                    event = chunk_json(self._route, answers[index], reply, said, not started[index],
+                                       self._request.include_usage, self._logprobs)
+                    await send({"type": "http.response.body", "body": sse(event), "more_body": True})
+                    started[index] = True
+        finally:
+            for pump in pumps:
+                pump.cancel()
         if self._request.include_usage and not failed:
-            await send({"type": "http.response.body", "body": sse(usage_chunk_json(self._route, answer)), "more_body": True})
+            await send({"type": "http.response.body", "body": sse(usage_chunk_json(self._route, answers)), "more_body": True})
         await send({"type": "http.response.body", "body": DONE, "more_body": False})
+
+
+def _first_failure(results: list[Any]) -> grpc.aio.AioRpcError | None:
+    """The first failed call among gathered results; anything else that was raised is raised again."""
+    for result in results:
+        if isinstance(result, grpc.aio.AioRpcError):
+            return result
+        if isinstance(result, BaseException):
+            raise result
+    return None
+
+
+async def _collect(call: grpc.aio.UnaryStreamCall, reply: Any, answer: Answer) -> None:
+    while reply is not grpc.aio.EOF:
+        answer.add(reply)
+        reply = await call.read()
+
+
+async def _pump(index: int, call: grpc.aio.UnaryStreamCall, reply: Any, replies: asyncio.Queue[tuple[int, Any]]) -> None:
+    """Puts a choice's messages on ``replies``, then EOF, or the failure that ended it."""
+    try:
+        while reply is not grpc.aio.EOF:
+            await replies.put((index, reply))
+            reply = await call.read()
+    except grpc.aio.AioRpcError as error:
+        reply = error
+    await replies.put((index, reply))
 
 
 def _error_parts(error: HttpError) -> tuple[int, dict[str, Any], dict[str, str]]:

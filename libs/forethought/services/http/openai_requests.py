@@ -36,6 +36,9 @@ HEADERS = {
 }
 """Forethought's fields and the headers that carry them (header names are case-insensitive)."""
 
+MAX_CHOICES = 16
+"""The most choices (``n``) one call may ask for: each is a request of its own through the scheduler."""
+
 UNSUPPORTED: dict[str, tuple[Any, ...]] = {
     "suffix": (None, ""),
     "best_of": (None, 1), "logit_bias": (None, {}), "tools": (None, []), "functions": (None, []),
@@ -52,6 +55,22 @@ class GatewayRequest:
     stream: bool
     include_usage: bool  # stream_options.include_usage: a last chunk with the usage
     echo: bool = False  # completions' echo: the answer starts with the prompt
+    n: int = 1  # choices: one scheduler request each
+
+    def choice_requests(self) -> list[scheduler_pb2.GenerateRequest]:
+        """One request per choice: ``generate`` itself for one; for more, copies whose ids end in ``-<index>``
+        and whose seed, when set, differs by choice (so seeded choices differ, and each is reproducible)."""
+        if self.n == 1:
+            return [self.generate]
+        choices = []
+        for index in range(self.n):
+            choice = scheduler_pb2.GenerateRequest()
+            choice.CopyFrom(self.generate)
+            choice.request_id = f"{self.generate.request_id}-{index}"
+            if choice.sampling.HasField("seed"):
+                choice.sampling.seed ^= index  # stays within int64, unlike an addition
+            choices.append(choice)
+        return choices
 
 
 def completion_request(body: Mapping[str, Any], headers: Mapping[str, str], request_id: str,
@@ -121,7 +140,9 @@ def _gateway_request(body: Mapping[str, Any], request: scheduler_pb2.GenerateReq
     include_usage = options.get("include_usage", False)
     require(isinstance(include_usage, bool), "stream_options.include_usage", "must be a boolean")
     require(stream or not options, "stream_options", "is only allowed with stream: true")
-    return GatewayRequest(request, stream, include_usage)
+    n = _integer(body, "n")
+    require(n is None or 1 <= n <= MAX_CHOICES, "n", f"must be in 1..{MAX_CHOICES}")
+    return GatewayRequest(request, stream, include_usage, n=n or 1)
 
 
 def _common(body: Mapping[str, Any], headers: Mapping[str, str], request_id: str,
@@ -134,8 +155,6 @@ def _common(body: Mapping[str, Any], headers: Mapping[str, str], request_id: str
     require(isinstance(model, str) and bool(model), "model", "must be a non-empty string")
     for name, harmless in UNSUPPORTED.items():
         require(body.get(name) in harmless, name, "is not supported by Forethought")
-    n = _integer(body, "n")
-    require(n in (None, 1), "n", "must be 1: one choice per request")
     request = scheduler_pb2.GenerateRequest(request_id=request_id, model=model, return_text=True,
                                             sampling=_sampling(body))
     length_field, max_tokens = next(((name, value) for name in length_fields if (value := _integer(body, name)) is not None),

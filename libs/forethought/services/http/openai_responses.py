@@ -57,12 +57,15 @@ class Said:
 
 @dataclass
 class Answer:
-    """What a request's stream has said so far. ``echo``: the answer starts with the prompt, ``prompt_text``
-    when it was sent as text, else the text of its tokens (from their scores)."""
+    """What one choice's stream has said so far. ``request_id``: the call's (OpenAI's ``id``); ``call_id``: the
+    scheduler request of this choice (the call's id when it has one choice). ``echo``: the answer starts with
+    the prompt, ``prompt_text`` when it was sent as text, else the text of its tokens (from their scores)."""
 
     request_id: str
     model: str
     created: int  # unix seconds, OpenAI's ``created``
+    index: int = 0
+    call_id: str = ""
     texts: list[str] = field(default_factory=list)
     finish_reason: int = common_pb2.FINISH_REASON_UNSPECIFIED
     usage: common_pb2.Usage | None = None
@@ -93,15 +96,17 @@ class Answer:
     def forethought(self) -> dict[str, Any]:
         """Forethought's own account of the request: where it ran, the forecast and the timings."""
         usage = self.usage or common_pb2.Usage()
-        return {"request_id": self.request_id, "worker_id": self.worker_id,
+        return {"request_id": self.call_id or self.request_id, "worker_id": self.worker_id,
                 "predicted_output_tokens": self.predicted_output_tokens, "ttft_s": usage.ttft_s, "queue_s": usage.queue_s}
 
 
-def usage_json(usage: common_pb2.Usage | None) -> dict[str, Any]:
-    usage = usage or common_pb2.Usage()
-    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.output_tokens,
-            "total_tokens": usage.prompt_tokens + usage.output_tokens,
-            "prompt_tokens_details": {"cached_tokens": usage.cached_prompt_tokens}}
+def usage_json(answers: Sequence[Answer]) -> dict[str, Any]:
+    """The call's usage: its prompt once (every choice has the same), the tokens of every choice."""
+    prompt = next((answer.usage for answer in answers if answer.usage is not None), common_pb2.Usage())
+    completion = sum(answer.usage.output_tokens for answer in answers if answer.usage is not None)
+    return {"prompt_tokens": prompt.prompt_tokens, "completion_tokens": completion,
+            "total_tokens": prompt.prompt_tokens + completion,
+            "prompt_tokens_details": {"cached_tokens": prompt.cached_prompt_tokens}}
 
 
 def finish_reason_json(value: int) -> str | None:
@@ -133,17 +138,27 @@ def _logprob(token: common_pb2.TokenLogprob) -> float | None:
     return max(token.logprob, LOWEST_LOGPROB) if token.HasField("logprob") else None
 
 
-def answer_json(route: Route, answer: Answer, logprobs: bool = False) -> dict[str, Any]:
-    """The whole answer of a call without ``stream``; ``logprobs``: the request asked for them."""
+def answer_json(route: Route, answers: Sequence[Answer], logprobs: bool = False) -> dict[str, Any]:
+    """The whole answer of a call without ``stream``, one choice per answer; ``logprobs``: the request asked for
+    them. Forethought's account is the first choice's, with every choice's beside it when there are more."""
+    first = answers[0]
+    account = first.forethought()
+    if len(answers) > 1:
+        account["choices"] = [answer.forethought() for answer in answers]
+    return {"id": first.request_id, "object": route.answer_object, "created": first.created, "model": first.model,
+            "choices": [_choice_json(route, answer, logprobs) for answer in answers], "usage": usage_json(answers),
+            "forethought": account}
+
+
+def _choice_json(route: Route, answer: Answer, logprobs: bool) -> dict[str, Any]:
     text = "".join(answer.texts)
-    choice: dict[str, Any] = {"index": 0, "logprobs": logprobs_json(route, answer.logprobs, logprobs),
+    choice: dict[str, Any] = {"index": answer.index, "logprobs": logprobs_json(route, answer.logprobs, logprobs),
                               "finish_reason": finish_reason_json(answer.finish_reason)}
     if route is Route.CHAT:
         choice["message"] = {"role": "assistant", "content": text}
     else:
         choice["text"] = text
-    return {"id": answer.request_id, "object": route.answer_object, "created": answer.created, "model": answer.model,
-            "choices": [choice], "usage": usage_json(answer.usage), "forethought": answer.forethought()}
+    return choice
 
 
 def chunk_json(route: Route, answer: Answer, reply: scheduler_pb2.GenerateResponse, said: Said, first: bool,
@@ -151,7 +166,7 @@ def chunk_json(route: Route, answer: Answer, reply: scheduler_pb2.GenerateRespon
     """One streamed chunk for ``reply``, which ``answer.add`` took and answered with ``said`` (the chat's first
     chunk also names the assistant's role)."""
     offset = answer.token_chars - sum(len(position.chosen.token) for position in said.logprobs)
-    choice: dict[str, Any] = {"index": 0, "logprobs": logprobs_json(route, said.logprobs, logprobs, offset),
+    choice: dict[str, Any] = {"index": answer.index, "logprobs": logprobs_json(route, said.logprobs, logprobs, offset),
                               "finish_reason": finish_reason_json(reply.finish_reason)}
     if route is Route.CHAT:
         choice["delta"] = {"role": "assistant", "content": said.text} if first else {"content": said.text}
@@ -165,9 +180,9 @@ def chunk_json(route: Route, answer: Answer, reply: scheduler_pb2.GenerateRespon
     return chunk
 
 
-def usage_chunk_json(route: Route, answer: Answer) -> dict[str, Any]:
-    """The chunk after the last choice when the caller asked for ``stream_options.include_usage``."""
-    return {**_chunk(route, answer, []), "usage": usage_json(answer.usage)}
+def usage_chunk_json(route: Route, answers: Sequence[Answer]) -> dict[str, Any]:
+    """The chunk after the last choices' when the caller asked for ``stream_options.include_usage``."""
+    return {**_chunk(route, answers[0], []), "usage": usage_json(answers)}
 
 
 def _chunk(route: Route, answer: Answer, choices: list[dict[str, Any]]) -> dict[str, Any]:
