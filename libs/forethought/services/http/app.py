@@ -160,9 +160,10 @@ class GenerationResponse(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         name = f"POST {scope['path']}"
         with tracer.start_as_current_span(name, context=self._trace_context, kind=trace.SpanKind.SERVER):
+            choices = self._request.choice_requests()
             calls = [self._stub.Generate(choice, timeout=self._timeout_s, metadata=(*trace_metadata(), *self._authorization))
-                     for choice in self._request.choice_requests()]
-            serving = asyncio.ensure_future(self._serve(calls, send))
+                     for choice in choices]
+            serving = asyncio.ensure_future(self._serve(choices, calls, send))
             watching = asyncio.ensure_future(_disconnect(receive))
             try:
                 await asyncio.wait({serving, watching}, return_when=asyncio.FIRST_COMPLETED)
@@ -176,11 +177,11 @@ class GenerationResponse(Response):
             if not serving.cancelled() and serving.exception() is not None:
                 raise serving.exception()  # type: ignore[misc]
 
-    async def _serve(self, calls: list[grpc.aio.UnaryStreamCall], send: Send) -> None:
+    async def _serve(self, choices: list[scheduler_pb2.GenerateRequest], calls: list[grpc.aio.UnaryStreamCall],
+                     send: Send) -> None:
         generate = self._request.generate
         answers = [Answer(generate.request_id, generate.model, int(time.time()), index=index, call_id=choice.request_id,
-                          echo=self._request.echo, prompt_text=generate.text)
-                   for index, choice in enumerate(self._request.choice_requests())]
+                          echo=self._request.echo, prompt_text=generate.text) for index, choice in enumerate(choices)]
         # Every choice's first message before answering: a refusal is an HTTP status, not a broken stream.
         firsts = await asyncio.gather(*(call.read() for call in calls), return_exceptions=True)
         if failed := _first_failure(firsts):
