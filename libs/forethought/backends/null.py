@@ -37,7 +37,7 @@ class NullEngineBackend:
     """An ``EngineBackend`` that finishes every request immediately, with an LRU prefix cache of ``num_blocks``."""
 
     detokenizes = False
-    computes_logprobs = False
+    runs_model = False
 
     def __init__(self, model: str, num_blocks: int = 2048, block_size: int = 16) -> None:
         if num_blocks < 1 or block_size < 1:

@@ -51,8 +51,8 @@ class EngineBackend(Protocol):
     model: str
     detokenizes: bool
     """True when its chunks carry text, so stop strings apply; False when it makes token ids only."""
-    computes_logprobs: bool
-    """True when it can report its tokens' log probabilities (``SamplingParams.logprobs``)."""
+    runs_model: bool
+    """True when a model scores its tokens, so log probabilities and structured output apply."""
 
     @property
     def max_request_tokens(self) -> int:

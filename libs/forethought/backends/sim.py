@@ -31,7 +31,7 @@ class SimEngineBackend:
     """An ``EngineBackend`` whose iterations take the cost model's time."""
 
     detokenizes = False  # its tokens stand for text it never makes
-    computes_logprobs = False  # nor does a model score them
+    runs_model = False  # nor does a model score them
 
     def __init__(
         self,

@@ -9,6 +9,7 @@ return as INVALID_ARGUMENT.
 from __future__ import annotations
 
 import enum
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,18 @@ class ServiceClass(enum.IntEnum):
 
 
 @dataclass(frozen=True)
+class StructuredOutput:
+    """The form an answer must take (vLLM's structured outputs): exactly one kind is set. ``json_schema``:
+    a JSON Schema as JSON text; ``choice``: the strings the answer is one of; ``grammar``: EBNF."""
+
+    json_schema: str = ""
+    json_object: bool = False
+    regex: str = ""
+    choice: tuple[str, ...] = ()
+    grammar: str = ""
+
+
+@dataclass(frozen=True)
 class SamplingParams:
     temperature: float = 1.0
     top_p: float = 1.0
@@ -38,6 +51,7 @@ class SamplingParams:
     repetition_penalty: float = 1.0
     logprobs: int | None = None  # None: no log probabilities; n: each token's and its n likeliest alternatives'
     prompt_logprobs: int | None = None  # the same for every prompt token
+    structured_output: StructuredOutput | None = None  # None: free text
 
 
 @dataclass(frozen=True)
@@ -157,6 +171,23 @@ def validate_sampling(params: SamplingParams, field: str = "sampling") -> None:
         value = getattr(params, name)
         require(value is None or 0 <= value <= MAX_LOGPROBS, f"{field}.{name}",
                 f"must be in 0..{MAX_LOGPROBS} (alternatives listed per token)")
+    if params.structured_output is not None:
+        validate_structured_output(params.structured_output, f"{field}.structured_output")
+
+
+def validate_structured_output(form: StructuredOutput, field: str) -> None:
+    """Exactly one kind; a JSON Schema that is a JSON object; choices that are non-empty strings."""
+    kinds = [name for name, value in (("json_schema", form.json_schema), ("json_object", form.json_object),
+                                      ("regex", form.regex), ("choice", form.choice), ("grammar", form.grammar)) if value]
+    require(len(kinds) == 1, field, f"must set exactly one of json_schema, json_object, regex, choice, grammar "
+                                    f"(set: {', '.join(kinds) or 'none'})")
+    if form.json_schema:
+        try:
+            schema = json.loads(form.json_schema)
+        except json.JSONDecodeError as error:
+            raise InvalidField(f"{field}.json_schema", f"must be JSON text: {error}") from None
+        require(isinstance(schema, dict), f"{field}.json_schema", "must be a JSON object (a JSON Schema)")
+    require(all(form.choice), f"{field}.choice", "must not hold an empty string")
 
 
 def validate_terms(max_tokens: int, sampling: SamplingParams, ttft_slo_s: float, tpot_slo_s: float) -> None:

@@ -15,6 +15,7 @@ from forethought.domain import (
     PositionLogprobs,
     SamplingParams,
     ServiceClass,
+    StructuredOutput,
     TokenLogprob,
     Usage,
 )
@@ -82,7 +83,29 @@ def sampling_from_proto(message: common_pb2.SamplingParams) -> SamplingParams:
         repetition_penalty=message.repetition_penalty if message.HasField("repetition_penalty") else 1.0,
         logprobs=message.logprobs if message.HasField("logprobs") else None,
         prompt_logprobs=message.prompt_logprobs if message.HasField("prompt_logprobs") else None,
+        structured_output=structured_output_from_proto(message.structured_output) if message.HasField("structured_output") else None,
     )
+
+
+def structured_output_from_proto(message: common_pb2.StructuredOutput) -> StructuredOutput:
+    return StructuredOutput(json_schema=message.json_schema, json_object=message.json_object, regex=message.regex,
+                            choice=tuple(message.choice.options), grammar=message.grammar)
+
+
+def structured_output_to_proto(form: StructuredOutput) -> common_pb2.StructuredOutput:
+    """The form's kind; a form with several kinds keeps the last (``validate_structured_output`` refuses it first)."""
+    message = common_pb2.StructuredOutput()
+    if form.json_schema:
+        message.json_schema = form.json_schema
+    if form.json_object:
+        message.json_object = True
+    if form.regex:
+        message.regex = form.regex
+    if form.choice:
+        message.choice.options.extend(form.choice)
+    if form.grammar:
+        message.grammar = form.grammar
+    return message
 
 
 def generation_from_proto(message: worker_pb2.WorkerServiceGenerateRequest) -> GenerationRequest:
@@ -125,6 +148,8 @@ def sampling_to_proto(params: SamplingParams) -> common_pb2.SamplingParams:
         message.logprobs = params.logprobs
     if params.prompt_logprobs is not None:
         message.prompt_logprobs = params.prompt_logprobs
+    if params.structured_output is not None:
+        message.structured_output.CopyFrom(structured_output_to_proto(params.structured_output))
     return message
 
 

@@ -24,31 +24,35 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x66orethought/v1/common.proto\x12\x0e\x66orethought.v1\"7\n\x15ServiceLevelObjective\x12\x0e\n\x06ttft_s\x18\x01 \x01(\x01\x12\x0e\n\x06tpot_s\x18\x02 \x01(\x01\"\x80\x03\n\x0eSamplingParams\x12\x18\n\x0btemperature\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x12\n\x05top_p\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\r\n\x05top_k\x18\x03 \x01(\x05\x12\x11\n\x04seed\x18\x04 \x01(\x03H\x02\x88\x01\x01\x12\x0c\n\x04stop\x18\x05 \x03(\t\x12\x16\n\x0estop_token_ids\x18\x06 \x03(\x05\x12\x12\n\nignore_eos\x18\x07 \x01(\x08\x12\x18\n\x10presence_penalty\x18\x08 \x01(\x01\x12\x19\n\x11\x66requency_penalty\x18\t \x01(\x01\x12\x1f\n\x12repetition_penalty\x18\n \x01(\x01H\x03\x88\x01\x01\x12\x15\n\x08logprobs\x18\x0b \x01(\x05H\x04\x88\x01\x01\x12\x1c\n\x0fprompt_logprobs\x18\x0c \x01(\x05H\x05\x88\x01\x01\x42\x0e\n\x0c_temperatureB\x08\n\x06_top_pB\x07\n\x05_seedB\x15\n\x13_repetition_penaltyB\x0b\n\t_logprobsB\x12\n\x10_prompt_logprobs\"Q\n\x0cTokenLogprob\x12\x10\n\x08token_id\x18\x01 \x01(\x05\x12\x14\n\x07logprob\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\r\n\x05token\x18\x03 \x01(\tB\n\n\x08_logprob\"k\n\x10PositionLogprobs\x12,\n\x06\x63hosen\x18\x01 \x01(\x0b\x32\x1c.forethought.v1.TokenLogprob\x12)\n\x03top\x18\x02 \x03(\x0b\x32\x1c.forethought.v1.TokenLogprob\"t\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x1c\n\x14\x63\x61\x63hed_prompt_tokens\x18\x02 \x01(\x05\x12\x15\n\routput_tokens\x18\x03 \x01(\x05\x12\x0e\n\x06ttft_s\x18\x04 \x01(\x01\x12\x0f\n\x07queue_s\x18\x05 \x01(\x01\"\x17\n\x08TokenIds\x12\x0b\n\x03ids\x18\x01 \x03(\x05\"-\n\tClassLoad\x12\x0f\n\x07running\x18\x01 \x01(\x05\x12\x0f\n\x07waiting\x18\x02 \x01(\x05\"\xa3\x02\n\nWorkerLoad\x12,\n\treal_time\x18\x01 \x01(\x0b\x32\x19.forethought.v1.ClassLoad\x12.\n\x0b\x62\x65st_effort\x18\x02 \x01(\x0b\x32\x19.forethought.v1.ClassLoad\x12\x16\n\x0ekv_cache_usage\x18\x03 \x01(\x01\x12\x1c\n\x14prefill_tokens_per_s\x18\x04 \x01(\x01\x12\x1b\n\x13\x64\x65\x63ode_tokens_per_s\x18\x05 \x01(\x01\x12\x1d\n\x15mean_queueing_delay_s\x18\x06 \x01(\x01\x12\x18\n\x10prefix_hit_ratio\x18\x07 \x01(\x01\x12\x17\n\x0ftotal_kv_blocks\x18\x08 \x01(\x05\x12\x12\n\nblock_size\x18\t \x01(\x05*i\n\x0cServiceClass\x12\x1d\n\x19SERVICE_CLASS_UNSPECIFIED\x10\x00\x12\x1b\n\x17SERVICE_CLASS_REAL_TIME\x10\x01\x12\x1d\n\x19SERVICE_CLASS_BEST_EFFORT\x10\x02*\x91\x01\n\x0c\x46inishReason\x12\x1d\n\x19\x46INISH_REASON_UNSPECIFIED\x10\x00\x12\x18\n\x14\x46INISH_REASON_LENGTH\x10\x01\x12\x16\n\x12\x46INISH_REASON_STOP\x10\x02\x12\x17\n\x13\x46INISH_REASON_ABORT\x10\x03\x12\x17\n\x13\x46INISH_REASON_ERROR\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x66orethought/v1/common.proto\x12\x0e\x66orethought.v1\"7\n\x15ServiceLevelObjective\x12\x0e\n\x06ttft_s\x18\x01 \x01(\x01\x12\x0e\n\x06tpot_s\x18\x02 \x01(\x01\"\xbd\x03\n\x0eSamplingParams\x12\x18\n\x0btemperature\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x12\n\x05top_p\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\r\n\x05top_k\x18\x03 \x01(\x05\x12\x11\n\x04seed\x18\x04 \x01(\x03H\x02\x88\x01\x01\x12\x0c\n\x04stop\x18\x05 \x03(\t\x12\x16\n\x0estop_token_ids\x18\x06 \x03(\x05\x12\x12\n\nignore_eos\x18\x07 \x01(\x08\x12\x18\n\x10presence_penalty\x18\x08 \x01(\x01\x12\x19\n\x11\x66requency_penalty\x18\t \x01(\x01\x12\x1f\n\x12repetition_penalty\x18\n \x01(\x01H\x03\x88\x01\x01\x12\x15\n\x08logprobs\x18\x0b \x01(\x05H\x04\x88\x01\x01\x12\x1c\n\x0fprompt_logprobs\x18\x0c \x01(\x05H\x05\x88\x01\x01\x12;\n\x11structured_output\x18\r \x01(\x0b\x32 .forethought.v1.StructuredOutputB\x0e\n\x0c_temperatureB\x08\n\x06_top_pB\x07\n\x05_seedB\x15\n\x13_repetition_penaltyB\x0b\n\t_logprobsB\x12\n\x10_prompt_logprobs\"\x97\x01\n\x10StructuredOutput\x12\x15\n\x0bjson_schema\x18\x01 \x01(\tH\x00\x12\x15\n\x0bjson_object\x18\x02 \x01(\x08H\x00\x12\x0f\n\x05regex\x18\x03 \x01(\tH\x00\x12)\n\x06\x63hoice\x18\x04 \x01(\x0b\x32\x17.forethought.v1.ChoicesH\x00\x12\x11\n\x07grammar\x18\x05 \x01(\tH\x00\x42\x06\n\x04kind\"\x1a\n\x07\x43hoices\x12\x0f\n\x07options\x18\x01 \x03(\t\"Q\n\x0cTokenLogprob\x12\x10\n\x08token_id\x18\x01 \x01(\x05\x12\x14\n\x07logprob\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\r\n\x05token\x18\x03 \x01(\tB\n\n\x08_logprob\"k\n\x10PositionLogprobs\x12,\n\x06\x63hosen\x18\x01 \x01(\x0b\x32\x1c.forethought.v1.TokenLogprob\x12)\n\x03top\x18\x02 \x03(\x0b\x32\x1c.forethought.v1.TokenLogprob\"t\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x1c\n\x14\x63\x61\x63hed_prompt_tokens\x18\x02 \x01(\x05\x12\x15\n\routput_tokens\x18\x03 \x01(\x05\x12\x0e\n\x06ttft_s\x18\x04 \x01(\x01\x12\x0f\n\x07queue_s\x18\x05 \x01(\x01\"\x17\n\x08TokenIds\x12\x0b\n\x03ids\x18\x01 \x03(\x05\"-\n\tClassLoad\x12\x0f\n\x07running\x18\x01 \x01(\x05\x12\x0f\n\x07waiting\x18\x02 \x01(\x05\"\xa3\x02\n\nWorkerLoad\x12,\n\treal_time\x18\x01 \x01(\x0b\x32\x19.forethought.v1.ClassLoad\x12.\n\x0b\x62\x65st_effort\x18\x02 \x01(\x0b\x32\x19.forethought.v1.ClassLoad\x12\x16\n\x0ekv_cache_usage\x18\x03 \x01(\x01\x12\x1c\n\x14prefill_tokens_per_s\x18\x04 \x01(\x01\x12\x1b\n\x13\x64\x65\x63ode_tokens_per_s\x18\x05 \x01(\x01\x12\x1d\n\x15mean_queueing_delay_s\x18\x06 \x01(\x01\x12\x18\n\x10prefix_hit_ratio\x18\x07 \x01(\x01\x12\x17\n\x0ftotal_kv_blocks\x18\x08 \x01(\x05\x12\x12\n\nblock_size\x18\t \x01(\x05*i\n\x0cServiceClass\x12\x1d\n\x19SERVICE_CLASS_UNSPECIFIED\x10\x00\x12\x1b\n\x17SERVICE_CLASS_REAL_TIME\x10\x01\x12\x1d\n\x19SERVICE_CLASS_BEST_EFFORT\x10\x02*\x91\x01\n\x0c\x46inishReason\x12\x1d\n\x19\x46INISH_REASON_UNSPECIFIED\x10\x00\x12\x18\n\x14\x46INISH_REASON_LENGTH\x10\x01\x12\x16\n\x12\x46INISH_REASON_STOP\x10\x02\x12\x17\n\x13\x46INISH_REASON_ABORT\x10\x03\x12\x17\n\x13\x46INISH_REASON_ERROR\x10\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'forethought.v1.common_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SERVICECLASS']._serialized_start=1167
-  _globals['_SERVICECLASS']._serialized_end=1272
-  _globals['_FINISHREASON']._serialized_start=1275
-  _globals['_FINISHREASON']._serialized_end=1420
+  _globals['_SERVICECLASS']._serialized_start=1410
+  _globals['_SERVICECLASS']._serialized_end=1515
+  _globals['_FINISHREASON']._serialized_start=1518
+  _globals['_FINISHREASON']._serialized_end=1663
   _globals['_SERVICELEVELOBJECTIVE']._serialized_start=47
   _globals['_SERVICELEVELOBJECTIVE']._serialized_end=102
   _globals['_SAMPLINGPARAMS']._serialized_start=105
-  _globals['_SAMPLINGPARAMS']._serialized_end=489
-  _globals['_TOKENLOGPROB']._serialized_start=491
-  _globals['_TOKENLOGPROB']._serialized_end=572
-  _globals['_POSITIONLOGPROBS']._serialized_start=574
-  _globals['_POSITIONLOGPROBS']._serialized_end=681
-  _globals['_USAGE']._serialized_start=683
-  _globals['_USAGE']._serialized_end=799
-  _globals['_TOKENIDS']._serialized_start=801
-  _globals['_TOKENIDS']._serialized_end=824
-  _globals['_CLASSLOAD']._serialized_start=826
-  _globals['_CLASSLOAD']._serialized_end=871
-  _globals['_WORKERLOAD']._serialized_start=874
-  _globals['_WORKERLOAD']._serialized_end=1165
+  _globals['_SAMPLINGPARAMS']._serialized_end=550
+  _globals['_STRUCTUREDOUTPUT']._serialized_start=553
+  _globals['_STRUCTUREDOUTPUT']._serialized_end=704
+  _globals['_CHOICES']._serialized_start=706
+  _globals['_CHOICES']._serialized_end=732
+  _globals['_TOKENLOGPROB']._serialized_start=734
+  _globals['_TOKENLOGPROB']._serialized_end=815
+  _globals['_POSITIONLOGPROBS']._serialized_start=817
+  _globals['_POSITIONLOGPROBS']._serialized_end=924
+  _globals['_USAGE']._serialized_start=926
+  _globals['_USAGE']._serialized_end=1042
+  _globals['_TOKENIDS']._serialized_start=1044
+  _globals['_TOKENIDS']._serialized_end=1067
+  _globals['_CLASSLOAD']._serialized_start=1069
+  _globals['_CLASSLOAD']._serialized_end=1114
+  _globals['_WORKERLOAD']._serialized_start=1117
+  _globals['_WORKERLOAD']._serialized_end=1408
 # @@protoc_insertion_point(module_scope)

@@ -36,7 +36,8 @@ def bodies(route: str) -> st.SearchStrategy[dict[str, object]]:
     })
     fields = ["model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "stop", "seed", "stream",
               "stream_options", "service_class", "slo", "deadline", "application_id", "step", "presence_penalty",
-              "frequency_penalty", "repetition_penalty", "logprobs", "top_logprobs", *prompt]
+              "frequency_penalty", "repetition_penalty", "logprobs", "top_logprobs", "echo", "response_format",
+              "structured_outputs", *prompt]
     one_bad = st.tuples(valid, st.sampled_from(fields), ANY).map(lambda drawn: {**drawn[0], drawn[1]: drawn[2]})
     random_fields = st.dictionaries(st.sampled_from(fields), ANY, max_size=6)
     return st.one_of(valid, one_bad, random_fields)

@@ -155,10 +155,11 @@ def test_forethought_fields_travel_in_the_body_and_as_headers(sim_mesh: Mesh):
     ({"model": MODEL, "prompt": "Hi", "presence_penalty": 2.5}, "presence_penalty", "must be in [-2, 2]"),
     ({"model": MODEL, "prompt": "Hi", "logprobs": 2}, "logprobs", "computes no token probabilities"),
     ({"model": MODEL, "prompt": [1, 2, 3], "echo": True}, "echo", "computes no token probabilities"),
+    ({"model": MODEL, "prompt": "Hi", "response_format": {"type": "json_object"}}, "response_format", "runs no model"),
 ], ids=["scheduler-range", "scheduler-sampling", "temperature-above-two", "empty-stop-string", "engine-stop", "n",
         "prompt-type", "model-missing", "service-class", "deadline",
         "deadline-past-9999", "step-without-application", "unsupported", "penalty-range", "engine-logprobs",
-        "engine-echo-of-token-ids"])
+        "engine-echo-of-token-ids", "engine-structured-output"])
 def test_a_bad_field_answers_400_naming_the_openai_parameter(sim_mesh: Mesh, body: dict, param: str, message: str):
     with pytest.raises(openai.BadRequestError) as refused:
         client(sim_mesh).post("/completions", body=body, cast_to=object)  # extra fields too, as sent

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import openai
@@ -32,6 +33,11 @@ def test_the_openai_client_streams_real_text_through_the_mesh(redis_server: Redi
         scored = api.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Name a colour."}],
                                              max_tokens=6, temperature=0, logprobs=True, top_logprobs=2)
         # How evaluation harnesses score a text: the prompt echoed with its tokens' log probabilities.
+        schema = {"type": "object", "properties": {"capital": {"type": "string", "maxLength": 12}}, "required": ["capital"]}
+        structured = api.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "What is the capital of France? Answer in JSON."}],
+            max_tokens=40, temperature=0,
+            response_format={"type": "json_schema", "json_schema": {"name": "capital", "schema": schema}})
         likelihood = api.completions.create(model=MODEL, prompt="The capital of France is Paris", max_tokens=1,
                                             temperature=0, logprobs=1, echo=True)
     finally:
@@ -44,6 +50,7 @@ def test_the_openai_client_streams_real_text_through_the_mesh(redis_server: Redi
     assert len(content) == scored.usage.completion_tokens
     assert "".join(entry.token for entry in content) == scored.choices[0].message.content
     assert all(len(entry.top_logprobs) == 2 and entry.top_logprobs[0].token == entry.token for entry in content)
+    assert isinstance(json.loads(structured.choices[0].message.content)["capital"], str)
     echoed = likelihood.choices[0]
     assert echoed.text.startswith("The capital of France is Paris")
     assert len(echoed.logprobs.tokens) == likelihood.usage.prompt_tokens + 1

@@ -82,9 +82,12 @@ def test_sigterm_drains_an_in_flight_stream_and_exits_zero(start_service):
         # nor does a model score them
         ({"request_id": "a", "prompt_token_ids": [1, 2], "max_tokens": 4,
           "sampling": common_pb2.SamplingParams(logprobs=0)}, "sampling.logprobs"),
+        ({"request_id": "a", "prompt_token_ids": [1, 2], "max_tokens": 4, "sampling": common_pb2.SamplingParams(
+            structured_output=common_pb2.StructuredOutput(json_object=True))}, "sampling.structured_output"),
     ],
     ids=["empty-id", "empty-prompt", "zero-max-tokens", "top-p-above-one", "temperature-above-two", "prompt-past-the-engine",
-         "output-past-the-engine", "stop-strings-without-text", "logprobs-without-a-model"],
+         "output-past-the-engine", "stop-strings-without-text", "logprobs-without-a-model",
+         "structured-output-without-a-model"],
 )
 def test_malformed_worker_request_is_invalid_argument_naming_the_field(start_service, request_fields, field):
     worker = start_service("worker", *FAST_SIM)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 from collections import Counter
 from collections.abc import Sequence
 
@@ -17,6 +19,7 @@ from forethought.domain import (
     InvalidField,
     SamplingParams,
     ServiceClass,
+    StructuredOutput,
 )
 from forethought.domain.block_hashes import chained_block_hashes
 from forethought.models import resolve_model
@@ -102,6 +105,23 @@ async def test_the_prompts_tokens_are_scored_once_on_the_first_chunk(vllm_backen
                for position in prompt[1:])
     paris = prompt[-1]
     assert paris.chosen.logprob > -3, paris  # a model that knows its capitals expects " Paris" here
+
+
+async def test_a_structured_output_holds_the_answer_to_its_form(vllm_backend: VllmEngineBackend, tokenizer) -> None:
+    ids = tuple(tokenizer.encode("Is Paris the capital of France? Answer:"))
+
+    async def answer(name: str, form: StructuredOutput, max_tokens: int = 24) -> str:
+        request = GenerationRequest(f"form-{name}", ids, max_tokens, sampling=SamplingParams(temperature=0.0, structured_output=form))
+        return "".join(chunk.text for chunk in await _collect(vllm_backend, request))
+
+    assert await answer("choice", StructuredOutput(choice=("yes", "no"))) in {"yes", "no"}
+    assert re.fullmatch(r"[0-9]{3}-[0-9]{4}", await answer("regex", StructuredOutput(regex=r"[0-9]{3}-[0-9]{4}")))
+    schema = {"type": "object", "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}}, "required": ["answer"]}
+    assert json.loads(await answer("schema", StructuredOutput(json_schema=json.dumps(schema)), 40))["answer"] in {"yes", "no"}
+    with pytest.raises(InvalidField) as refused:  # vLLM compiles the form: its refusal names the field
+        await answer("bad-regex", StructuredOutput(regex="(["))
+    assert refused.value.field == "sampling.structured_output" and "regex" in refused.value.rule
+    assert vllm_backend.num_unfinished_requests() == 0
 
 
 async def test_penalties_steer_a_greedy_answer_away_from_repeating_itself(

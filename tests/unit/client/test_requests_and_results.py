@@ -6,7 +6,16 @@ from datetime import UTC, datetime
 
 import pytest
 from forethought.client import ChatMessage, Chunk, Completion, ServiceLevelObjective, generate_request
-from forethought.domain import FinishReason, InvalidField, PositionLogprobs, SamplingParams, ServiceClass, TokenLogprob, Usage
+from forethought.domain import (
+    FinishReason,
+    InvalidField,
+    PositionLogprobs,
+    SamplingParams,
+    ServiceClass,
+    StructuredOutput,
+    TokenLogprob,
+    Usage,
+)
 from forethought.rpc import convert
 from forethought.v1 import common_pb2, scheduler_pb2
 
@@ -38,8 +47,13 @@ def test_a_prompt_is_text_or_token_ids_and_unset_fields_stay_unset():
 @pytest.mark.parametrize("sampling", [
     SamplingParams(),
     SamplingParams(temperature=0.0, top_p=0.9, top_k=5, seed=0, stop=("a", "b"), stop_token_ids=(2,), ignore_eos=True,
-                   presence_penalty=-0.5, frequency_penalty=1.5, repetition_penalty=1.3, logprobs=0),
-], ids=["defaults", "every-field"])
+                   presence_penalty=-0.5, frequency_penalty=1.5, repetition_penalty=1.3, logprobs=0, prompt_logprobs=2,
+                   structured_output=StructuredOutput(choice=("yes", "no"))),
+    SamplingParams(structured_output=StructuredOutput(json_schema='{"type": "object"}')),
+    SamplingParams(structured_output=StructuredOutput(json_object=True)),
+    SamplingParams(structured_output=StructuredOutput(regex="[0-9]+")),
+    SamplingParams(structured_output=StructuredOutput(grammar='root ::= "a"')),
+], ids=["defaults", "every-field", "json-schema", "json-object", "regex", "grammar"])
 def test_sampling_parameters_survive_the_wire(sampling):
     message = generate_request(model="m", max_tokens=1, prompt="x", sampling=sampling).sampling
     assert convert.sampling_from_proto(message) == sampling

@@ -12,6 +12,7 @@ from forethought.domain import (
     GenerationRequest,
     InvalidField,
     SamplingParams,
+    StructuredOutput,
     validate_generation,
 )
 
@@ -44,6 +45,13 @@ def test_a_request_that_keeps_every_rule_comes_back_unchanged() -> None:
     ({"sampling": SamplingParams(repetition_penalty=float("inf"))}, "sampling.repetition_penalty"),
     ({"sampling": SamplingParams(logprobs=-1)}, "sampling.logprobs"),
     ({"sampling": SamplingParams(logprobs=MAX_LOGPROBS + 1)}, "sampling.logprobs"),
+    ({"sampling": SamplingParams(structured_output=StructuredOutput())}, "sampling.structured_output"),
+    ({"sampling": SamplingParams(structured_output=StructuredOutput(regex="a", json_object=True))}, "sampling.structured_output"),
+    ({"sampling": SamplingParams(structured_output=StructuredOutput(json_schema="{not json"))},
+     "sampling.structured_output.json_schema"),
+    ({"sampling": SamplingParams(structured_output=StructuredOutput(json_schema="[1, 2]"))},
+     "sampling.structured_output.json_schema"),
+    ({"sampling": SamplingParams(structured_output=StructuredOutput(choice=("yes", "")))}, "sampling.structured_output.choice"),
     ({"ttft_slo_s": -1.0}, "slo"),
     ({"tpot_slo_s": -0.5}, "slo"),
 ])
@@ -61,5 +69,6 @@ def test_the_limits_themselves_are_allowed() -> None:
     at_limits = replace(VALID, sampling=SamplingParams(temperature=2.0, stop_token_ids=(0,)))
     assert validate_generation(at_limits) is at_limits
     at_limits = replace(VALID, sampling=SamplingParams(presence_penalty=-2.0, frequency_penalty=2.0, repetition_penalty=1e-3,
-                                                       logprobs=MAX_LOGPROBS))
+                                                       logprobs=MAX_LOGPROBS,
+                                                       structured_output=StructuredOutput(json_schema='{"type": "object"}')))
     assert validate_generation(at_limits) is at_limits

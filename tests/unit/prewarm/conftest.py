@@ -52,7 +52,7 @@ class RecordingEngine:
     max_request_tokens = 4096
     vocabulary_size = None
     detokenizes = True
-    computes_logprobs = False
+    runs_model = False
 
     def stats(self) -> EngineStats:
         return EngineStats()

@@ -305,3 +305,26 @@ def test_several_choices_answer_with_their_indexes_and_the_usage_of_all():
     chunk = chunk_json(Route.CHAT, answers[1], scheduler_pb2.GenerateResponse(), Said("Yo", []), first=True, include_usage=False)
     assert chunk["choices"][0]["index"] == 1 and chunk["id"] == "cmpl-1"
     assert "choices" not in answer_json(Route.COMPLETION, answers[:1])["forethought"]
+
+
+def test_a_response_format_or_vllms_structured_outputs_constrain_the_answer():
+    def form(extra: dict) -> common_pb2.StructuredOutput:
+        return completion({"prompt": "Hi", **extra}).generate.sampling.structured_output
+
+    assert form({"response_format": {"type": "json_object"}}).json_object
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
+    assert json.loads(form({"response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": schema}}})
+                      .json_schema) == schema
+    assert form({"structured_outputs": {"choice": ["yes", "no"]}}).choice.options == ["yes", "no"]
+    assert form({"structured_outputs": {"regex": "[0-9]+"}}).regex == "[0-9]+"
+    assert json.loads(form({"structured_outputs": {"json": schema}}).json_schema) == schema
+    assert not completion({"prompt": "Hi", "response_format": {"type": "text"}}).generate.sampling.HasField("structured_output")
+    for extra, field in (({"response_format": {"type": "xml"}}, "response_format.type"),
+                         ({"response_format": {"type": "json_schema"}}, "response_format.json_schema"),
+                         ({"response_format": {"type": "json_object"}, "structured_outputs": {"regex": "a"}}, "structured_outputs"),
+                         ({"structured_outputs": {"choice": "yes"}}, "structured_outputs.choice")):
+        with pytest.raises(InvalidField) as refused:
+            completion({"prompt": "Hi", **extra})
+        assert refused.value.field == field, extra
+    error = http_error(grpc.StatusCode.INVALID_ARGUMENT, "x", "sampling.structured_output.json_schema")
+    assert error.body["error"]["param"] == "response_format"

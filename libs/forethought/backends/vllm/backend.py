@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import tempfile
 import time
@@ -35,6 +36,7 @@ from forethought.domain import (
     InvalidField,
     PositionLogprobs,
     SamplingParams,
+    StructuredOutput,
     TokenLogprob,
     Usage,
 )
@@ -47,7 +49,7 @@ from vllm.inputs import TokensPrompt
 from vllm.logprobs import Logprob
 from vllm.lora.request import LoRARequest
 from vllm.platforms import current_platform
-from vllm.sampling_params import RequestOutputKind
+from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 from vllm.v1.engine.async_llm import AsyncLLM
 from vllm.v1.metrics.loggers import StatLoggerBase
 
@@ -163,9 +165,18 @@ def _to_vllm_sampling(request: GenerationRequest) -> VllmSamplingParams:
         repetition_penalty=sampling.repetition_penalty,
         logprobs=sampling.logprobs,
         prompt_logprobs=sampling.prompt_logprobs,
+        structured_outputs=_structured(sampling.structured_output),
         output_kind=RequestOutputKind.DELTA,
         extra_args=slo_extra_args(request),
     )
+
+
+def _structured(form: StructuredOutput | None) -> StructuredOutputsParams | None:
+    if form is None:
+        return None
+    return StructuredOutputsParams(json=json.loads(form.json_schema) if form.json_schema else None,
+                                   json_object=form.json_object or None, regex=form.regex or None,
+                                   choice=list(form.choice) or None, grammar=form.grammar or None)
 
 
 def positions_of(token_ids: Sequence[int], positions: Sequence[Mapping[int, Logprob]] | None,
@@ -188,11 +199,14 @@ def _scored(token_id: int, value: Logprob) -> TokenLogprob:
     return TokenLogprob(token_id, value.logprob, value.decoded_token or "")
 
 
-def refusal_of(error: VLLMValidationError) -> InvalidField:
+def refusal_of(error: VLLMValidationError, request: GenerationRequest) -> InvalidField:
     """vLLM's refusal of a request as this contract's field: its rules that the worker does not check up front
-    (they change with vLLM's version) come back as INVALID_ARGUMENT, not as an internal error."""
+    (they change with vLLM's version) come back as INVALID_ARGUMENT, not as an internal error. vLLM names no
+    parameter when it cannot compile a structured output's schema, regex or grammar."""
     parameter = error.parameter or ""
     sampling = {item.name for item in fields(SamplingParams)}
+    if not parameter and request.sampling.structured_output is not None:
+        parameter = "structured_output"
     field = f"sampling.{parameter}" if parameter in sampling else "max_tokens" if parameter == "max_tokens" else "request"
     return InvalidField(field, f"refused by the vLLM engine: {error.args[0] if error.args else error}")
 
@@ -250,7 +264,7 @@ class VllmEngineBackend:
     """``EngineBackend`` over vLLM's ``AsyncLLM``; create, ``await start()``, serve, ``await stop()``."""
 
     detokenizes = True
-    computes_logprobs = True
+    runs_model = True
 
     def __init__(
         self, options: VllmEngineOptions, clock: Callable[[], float] = time.monotonic
@@ -349,7 +363,7 @@ class VllmEngineBackend:
         try:
             sampling = _to_vllm_sampling(request)
         except VLLMValidationError as refused:
-            raise refusal_of(refused) from None
+            raise refusal_of(refused, request) from None
         submitted = self._clock()
         self._monitor.submitted(request.request_id, request.service_class)
         stream = engine.generate(
@@ -370,7 +384,7 @@ class VllmEngineBackend:
                 output_tokens += len(completion.token_ids)
                 yield self._chunk(request, output, ttft, output_tokens)
         except VLLMValidationError as refused:  # raised as the engine takes the request, before any output
-            raise refusal_of(refused) from None
+            raise refusal_of(refused, request) from None
         finally:
             self._monitor.finished(request.request_id)
             # Closing vLLM's stream aborts the request there when it has not finished.

@@ -33,7 +33,8 @@ PARAMS = {
     "sampling.seed": "seed", "sampling.stop": "stop", "sampling.stop_token_ids": "stop_token_ids",
     "sampling.presence_penalty": "presence_penalty", "sampling.frequency_penalty": "frequency_penalty",
     "sampling.repetition_penalty": "repetition_penalty", "sampling.logprobs": "logprobs",
-    "sampling.prompt_logprobs": "echo",
+    "sampling.prompt_logprobs": "echo", "sampling.structured_output": "response_format",
+    "sampling.structured_output.json_schema": "response_format", "sampling.structured_output.choice": "response_format",
 }
 """The scheduler's field names whose OpenAI parameter has another name; the rest are the same."""
 

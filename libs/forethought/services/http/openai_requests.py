@@ -8,6 +8,7 @@ scheduler keeps (ranges, the model, the prompt's length) are left to the schedul
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -16,7 +17,7 @@ from typing import Any
 
 from google.protobuf import timestamp_pb2
 
-from forethought.domain import MAX_LOGPROBS, MAX_TOKENS_LIMIT, InvalidField, require
+from forethought.domain import MAX_LOGPROBS, MAX_TOKENS_LIMIT, InvalidField, StructuredOutput, require
 from forethought.rpc import convert
 from forethought.v1 import common_pb2, scheduler_pb2
 
@@ -42,7 +43,6 @@ MAX_CHOICES = 16
 UNSUPPORTED: dict[str, tuple[Any, ...]] = {
     "suffix": (None, ""),
     "best_of": (None, 1), "logit_bias": (None, {}), "tools": (None, []), "functions": (None, []),
-    "response_format": (None, {"type": "text"}),
 }
 """OpenAI features the mesh does not offer, with the values that ask for nothing (accepted as sent)."""
 
@@ -188,7 +188,37 @@ def _sampling(body: Mapping[str, Any]) -> common_pb2.SamplingParams:
     require(isinstance(stop_token_ids, list) and _token_ids(stop_token_ids), "stop_token_ids", "must be a list of token ids")
     sampling.stop_token_ids.extend(stop_token_ids)
     sampling.ignore_eos = _typed(body, "ignore_eos", bool, "a boolean") or False
+    form = _structured_output(body)
+    if form is not None:
+        sampling.structured_output.CopyFrom(convert.structured_output_to_proto(form))
     return sampling
+
+
+def _structured_output(body: Mapping[str, Any]) -> StructuredOutput | None:
+    """OpenAI's ``response_format`` (``json_object``, or ``json_schema`` with its ``schema``), or vLLM's extra
+    ``structured_outputs`` (one of ``json``, ``regex``, ``choice``, ``grammar``); the scheduler checks the rest."""
+    response_format = _typed(body, "response_format", dict, "an object with a type") or {"type": "text"}
+    kind = response_format.get("type")
+    require(kind in ("text", "json_object", "json_schema"), "response_format.type", "must be text, json_object or json_schema")
+    extra = _typed(body, "structured_outputs", dict, "an object with one of json, regex, choice, grammar")
+    if extra is not None:
+        require(kind == "text", "structured_outputs", "cannot go with a response_format other than text")
+        schema, regex, choice, grammar = (extra.get(name) for name in ("json", "regex", "choice", "grammar"))
+        require(schema is None or isinstance(schema, dict | str), "structured_outputs.json", "must be a JSON Schema")
+        require(all(value is None or isinstance(value, str) for value in (regex, grammar)), "structured_outputs",
+                "regex and grammar must be strings")
+        require(choice is None or isinstance(choice, list) and all(isinstance(item, str) for item in choice),
+                "structured_outputs.choice", "must be a list of strings")
+        return StructuredOutput(json_schema=json.dumps(schema) if isinstance(schema, dict) else schema or "",
+                                regex=regex or "", choice=tuple(choice or ()), grammar=grammar or "")
+    if kind == "json_object":
+        return StructuredOutput(json_object=True)
+    if kind == "json_schema":
+        spec = response_format.get("json_schema")
+        require(isinstance(spec, dict) and isinstance(spec.get("schema"), dict), "response_format.json_schema",
+                "must be an object holding the JSON Schema as schema")
+        return StructuredOutput(json_schema=json.dumps(spec["schema"]))
+    return None
 
 
 def _extras(body: Mapping[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:

@@ -40,9 +40,10 @@ def require_servable(request: GenerationRequest, engine: EngineBackend) -> None:
     require(engine.detokenizes or not request.sampling.stop, "sampling.stop",
             "stop strings need an engine that makes text; this worker's engine makes token ids only: "
             "use sampling.stop_token_ids")
-    for name in ("logprobs", "prompt_logprobs"):
-        require(engine.computes_logprobs or getattr(request.sampling, name) is None, f"sampling.{name}",
-                "this worker's engine computes no token probabilities (the sim and null engines model time, not a model)")
+    for name in ("logprobs", "prompt_logprobs", "structured_output"):
+        require(engine.runs_model or getattr(request.sampling, name) is None, f"sampling.{name}",
+                "this worker's engine runs no model (the sim and null engines model time), so it computes no token "
+                "probabilities and holds no answer to a form")
     limit = engine.max_request_tokens
     prompt = len(request.prompt_token_ids)
     require(prompt < limit, "prompt_token_ids", f"holds {prompt} tokens; this worker's engine serves at most {limit} "
