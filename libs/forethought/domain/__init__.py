@@ -35,6 +35,7 @@ from forethought.domain.generation import (
     validate_generation,
     validate_prompt,
     validate_sampling,
+    validate_structured_output,
     validate_terms,
 )
 
@@ -65,5 +66,6 @@ __all__ = [
     "validate_generation",
     "validate_prompt",
     "validate_sampling",
+    "validate_structured_output",
     "validate_terms",
 ]

@@ -18,6 +18,7 @@ from forethought.domain import (
     StructuredOutput,
     TokenLogprob,
     Usage,
+    validate_structured_output,
 )
 from forethought.v1 import common_pb2, worker_pb2
 
@@ -93,7 +94,9 @@ def structured_output_from_proto(message: common_pb2.StructuredOutput) -> Struct
 
 
 def structured_output_to_proto(form: StructuredOutput) -> common_pb2.StructuredOutput:
-    """The form's kind; a form with several kinds keeps the last (``validate_structured_output`` refuses it first)."""
+    """The form's one kind; InvalidField for a form that breaks its rules, which the message's oneof would
+    otherwise hide (it keeps one kind of several)."""
+    validate_structured_output(form, "sampling.structured_output")
     message = common_pb2.StructuredOutput()
     if form.json_schema:
         message.json_schema = form.json_schema

@@ -59,6 +59,13 @@ def test_sampling_parameters_survive_the_wire(sampling):
     assert convert.sampling_from_proto(message) == sampling
 
 
+def test_a_structured_output_of_several_kinds_is_refused_before_sending():
+    with pytest.raises(InvalidField) as refused:  # the message's oneof would keep one kind and drop the rest
+        generate_request(model="m", max_tokens=1, prompt="x",
+                         sampling=SamplingParams(structured_output=StructuredOutput(regex="a", json_object=True)))
+    assert refused.value.field == "sampling.structured_output"
+
+
 def test_a_length_to_fit_is_the_callers_choice():
     assert not generate_request(model="m", max_tokens=9, prompt="x").fit_max_tokens
     assert generate_request(model="m", max_tokens=9, prompt="x", fit_max_tokens=True).fit_max_tokens

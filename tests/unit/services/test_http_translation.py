@@ -322,7 +322,9 @@ def test_a_response_format_or_vllms_structured_outputs_constrain_the_answer():
     for extra, field in (({"response_format": {"type": "xml"}}, "response_format.type"),
                          ({"response_format": {"type": "json_schema"}}, "response_format.json_schema"),
                          ({"response_format": {"type": "json_object"}, "structured_outputs": {"regex": "a"}}, "structured_outputs"),
-                         ({"structured_outputs": {"choice": "yes"}}, "structured_outputs.choice")):
+                         ({"structured_outputs": {"choice": "yes"}}, "structured_outputs.choice"),
+                         ({"structured_outputs": {"regex": "a", "choice": ["b"]}}, "sampling.structured_output"),
+                         ({"structured_outputs": {}}, "sampling.structured_output")):
         with pytest.raises(InvalidField) as refused:
             completion({"prompt": "Hi", **extra})
         assert refused.value.field == field, extra
