@@ -20,9 +20,11 @@ def resumable(request: GenerationRequest) -> bool:
 
 def continuation(request: GenerationRequest, delivered: Sequence[int]) -> GenerationRequest | None:
     """The request that produces the rest of ``request``'s output after the tokens ``delivered``; None
-    when it cannot be resumed (not ``resumable``, nothing left to generate, or a prompt grown too long)."""
+    when it cannot be resumed (not ``resumable``, nothing left to generate, or a prompt grown too long).
+    It asks for no prompt scores: the first attempt sent the prompt's, and its prompt now holds output."""
     remaining = request.max_tokens - len(delivered)
     prompt = (*request.prompt_token_ids, *delivered)
     if not resumable(request) or remaining < 1 or len(prompt) > MAX_PROMPT_TOKENS:
         return None
-    return replace(request, prompt_token_ids=prompt, max_tokens=remaining)
+    return replace(request, prompt_token_ids=prompt, max_tokens=remaining,
+                   sampling=replace(request.sampling, prompt_logprobs=None))

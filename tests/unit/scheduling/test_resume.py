@@ -21,5 +21,10 @@ def test_a_seeded_stream_continues_and_an_unseeded_sampled_one_does_not():
     assert not resumable(request(temperature=0.8)) and continuation(request(temperature=0.8), [5]) is None
 
 
+def test_a_continuation_asks_for_no_prompt_scores_but_keeps_the_outputs():
+    rest = continuation(request(temperature=0.0, logprobs=2, prompt_logprobs=2), [7])
+    assert rest is not None and rest.sampling.prompt_logprobs is None and rest.sampling.logprobs == 2
+
+
 def test_nothing_left_to_generate_is_no_continuation():
     assert continuation(request(temperature=0.0), list(range(10))) is None

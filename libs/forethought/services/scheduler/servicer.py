@@ -182,9 +182,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         output_tokens = None
         async for chunk in call:
             reply = scheduler_pb2.GenerateResponse(request_id=scheduled.request_id, token_ids=chunk.token_ids,
-                                                   finish_reason=chunk.finish_reason, logprobs=chunk.logprobs)
-            if not earlier:  # a resumed attempt's prompt holds tokens already delivered: its scores are not the prompt's
-                reply.prompt_logprobs.extend(chunk.prompt_logprobs)
+                                                   finish_reason=chunk.finish_reason, logprobs=chunk.logprobs,
+                                                   prompt_logprobs=chunk.prompt_logprobs)
             if detokenize is not None:
                 # The engine's own text when it has one: only the engine knows what a stop string cut.
                 last = chunk.finish_reason != common_pb2.FINISH_REASON_UNSPECIFIED
