@@ -14,8 +14,12 @@ from forethought.domain import MAX_PROMPT_TOKENS, GenerationRequest
 
 
 def resumable(request: GenerationRequest) -> bool:
-    """Whether a continuation of ``request`` is one its client may be given: greedy or seeded decoding."""
-    return request.sampling.temperature == 0 or request.sampling.seed is not None
+    """Whether a continuation of ``request`` is one its client may be given: greedy or seeded decoding,
+    without presence or frequency penalties (they count only the tokens one engine generated, so a
+    continuation would stop penalising the tokens already delivered)."""
+    sampling = request.sampling
+    return (sampling.temperature == 0 or sampling.seed is not None) and not (sampling.presence_penalty
+                                                                           or sampling.frequency_penalty)
 
 
 def continuation(request: GenerationRequest, delivered: Sequence[int]) -> GenerationRequest | None:

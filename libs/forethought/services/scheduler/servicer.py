@@ -146,7 +146,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                     continue
                 rest = continuation(generation, delivered) if mid_stream and self._resume_streams else None
                 if rest is None or resumes >= self._max_resumes:
-                    why = "" if resumable(generation) else " (its decoding is neither greedy nor seeded: not resumable)"
+                    why = "" if resumable(generation) else (" (its decoding is neither greedy nor seeded, or it penalises "
+                                                            "generated tokens: not resumable)")
                     raise Unavailable(f"request {request_id}: {decision.reason}; {len(delivered)} tokens were delivered{why}; "
                                       "retry the request") from lost
                 resumes += 1
