@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -93,7 +93,7 @@ def completion_request(body: Mapping[str, Any], headers: Mapping[str, str], requ
     if echo and (request.sampling.HasField("logprobs") or request.WhichOneof("prompt") == "token_ids"):
         # The prompt's tokens and their scores come from the engine; a text prompt alone is echoed as sent.
         request.sampling.prompt_logprobs = request.sampling.logprobs
-    return replace(_gateway_request(body, request), echo=echo)
+    return _gateway_request(body, request, echo)
 
 
 def chat_request(body: Mapping[str, Any], headers: Mapping[str, str], request_id: str,
@@ -134,7 +134,7 @@ def _content(content: Any, field: str) -> str:
     raise InvalidField(field, "must be a string or a list of text parts")
 
 
-def _gateway_request(body: Mapping[str, Any], request: scheduler_pb2.GenerateRequest) -> GatewayRequest:
+def _gateway_request(body: Mapping[str, Any], request: scheduler_pb2.GenerateRequest, echo: bool = False) -> GatewayRequest:
     stream = _typed(body, "stream", bool, "a boolean") or False
     options = _typed(body, "stream_options", dict, "an object") or {}
     include_usage = options.get("include_usage", False)
@@ -142,7 +142,7 @@ def _gateway_request(body: Mapping[str, Any], request: scheduler_pb2.GenerateReq
     require(stream or not options, "stream_options", "is only allowed with stream: true")
     n = _integer(body, "n")
     require(n is None or 1 <= n <= MAX_CHOICES, "n", f"must be in 1..{MAX_CHOICES}")
-    return GatewayRequest(request, stream, include_usage, n=n or 1)
+    return GatewayRequest(request, stream, include_usage, echo, n or 1)
 
 
 def _common(body: Mapping[str, Any], headers: Mapping[str, str], request_id: str,
