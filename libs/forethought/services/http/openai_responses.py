@@ -49,10 +49,11 @@ class Route(enum.Enum):
 @dataclass(frozen=True)
 class Said:
     """What one reply adds to the answer: its text and its tokens' log probabilities (the prompt's first, when
-    the reply is the first of an echoing completion)."""
+    the reply is the first of an echoing completion); ``text_offset``: where its first token starts."""
 
     text: str
     logprobs: list[common_pb2.PositionLogprobs]
+    text_offset: int = 0
 
 
 @dataclass
@@ -81,7 +82,7 @@ class Answer:
         echoed = self.prompt_text if self.echo and not self.texts else ""
         if prompt and not self.prompt_text:
             echoed = "".join(position.chosen.token for position in prompt)
-        said = Said(echoed + reply.text, prompt + list(reply.logprobs))
+        said = Said(echoed + reply.text, prompt + list(reply.logprobs), self.token_chars)
         self.texts.append(said.text)
         self.logprobs.extend(said.logprobs)
         self.token_chars += sum(len(position.chosen.token) for position in said.logprobs)
@@ -165,8 +166,7 @@ def chunk_json(route: Route, answer: Answer, reply: scheduler_pb2.GenerateRespon
                include_usage: bool, logprobs: bool = False) -> dict[str, Any]:
     """One streamed chunk for ``reply``, which ``answer.add`` took and answered with ``said`` (the chat's first
     chunk also names the assistant's role)."""
-    offset = answer.token_chars - sum(len(position.chosen.token) for position in said.logprobs)
-    choice: dict[str, Any] = {"index": answer.index, "logprobs": logprobs_json(route, said.logprobs, logprobs, offset),
+    choice: dict[str, Any] = {"index": answer.index, "logprobs": logprobs_json(route, said.logprobs, logprobs, said.text_offset),
                               "finish_reason": finish_reason_json(reply.finish_reason)}
     if route is Route.CHAT:
         choice["delta"] = {"role": "assistant", "content": said.text} if first else {"content": said.text}
