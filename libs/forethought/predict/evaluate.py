@@ -224,14 +224,17 @@ def scored_pairs(forecaster: Forecaster, pairs: list[LengthPair]) -> list[Length
     return castillo_splits(pairs, training["validate_train_share"], training["holdout_share"])["scored"]
 
 
-def castillo_rows(pairs: Sequence[LengthPair], points: np.ndarray, p90s: np.ndarray,
-                  spread_of: Callable[[str], ResidualSpread]) -> dict[str, tuple[PairReport, PairReport]]:
+def castillo_rows(pairs: Sequence[LengthPair], points: np.ndarray, p90s: np.ndarray | None = None,
+                  spread_of: Callable[[str], ResidualSpread] | None = None) -> dict[str, tuple[PairReport, PairReport]]:
     """(forecast, ceiling) reports per model, then their mean over models; ``spread_of(model)`` is the
-    spread of the forecasts for that model (their class is its most probable one)."""
+    spread of the forecasts for that model (their class is its most probable one; without spreads, their
+    point's). Without ``p90s`` coverage is NaN."""
     rows = {}
     for model, indices in by_model(pairs).items():
         sizes = [pairs[index].output_sizes for index in indices]
-        rows[model] = (pair_report(points[indices], sizes, p90s[indices], spread_of(model)), ceiling_report(sizes))
+        report = pair_report(points[indices], sizes, None if p90s is None else p90s[indices],
+                             None if spread_of is None else spread_of(model))
+        rows[model] = (report, ceiling_report(sizes))
     rows[OVERALL] = (mean_pair_report([report for report, _ in rows.values()]),
                      mean_pair_report([ceiling for _, ceiling in rows.values()]))
     return rows

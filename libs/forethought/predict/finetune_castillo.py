@@ -2,6 +2,7 @@
 multi-model length labels, as SSJF fine-tunes BERT with its head.
 
     python -m forethought.predict.finetune_castillo --castillo FILE --out DIR [--max-tokens 32] [--epochs 3]
+        [--device cuda] [--score]
 
 A step reads a batch of distinct prompts once through the backbone and scores every (prompt, model) pair
 of those prompts through the head (the served model's one-hot, or the any-model slot for a share of
@@ -11,9 +12,11 @@ The word embeddings stay frozen: a backbone fine-tuned this way differs from the
 its encoder, which is what the shipped artifact stores (``BackboneSource.PACKAGED_DELTA``).
 
 The output folder is a Hugging Face backbone (the epoch with the least held-out loss, checked after each
-epoch and kept there, so the run can be stopped early); ``forethought train-predictor --castillo FILE
---backbone DIR`` then fits the shipped head on its (int8) states, phase 2. Splits are those of
-``train_castillo``: the scored half of validate is never read.
+epoch and kept there, so the run can be stopped early) with that epoch's head beside it;
+``forethought train-predictor --castillo FILE --backbone DIR`` then fits the shipped head on its (int8)
+states, phase 2. Splits are those of ``train_castillo``: training never reads the scored half of validate;
+``--score`` scores phase 1 alone there once training is over (float32, no word table), which is how
+windows and runs compare without a phase 2 each.
 """
 
 from __future__ import annotations
@@ -28,13 +31,18 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors.torch import load_file, save_file
 
 from forethought.predict.castillo import LengthPair, castillo_splits, load_pairs
+from forethought.predict.evaluate import castillo_rows
 from forethought.predict.fitting import length_sorted_batches, torch_threads
 from forethought.predict.history import HISTORY_FEATURES
+from forethought.predict.metrics import PairReport, format_pair_table
 from forethought.predict.proxy import Formulation, Pooling, ProxyLengthModel, encode_prompts, packaged_backbone_dir
 from forethought.predict.served_models import model_features, model_input_width
 from forethought.predict.train_castillo import answer_l1, answer_targets, as_any_model
+
+PHASE1_HEAD = "phase1_head.safetensors"  # the best epoch's head, beside its backbone: phase 1 scored alone
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,7 @@ class FinetuneConfig:
     holdout_share: float = 0.1
     validate_train_share: float = 0.5
     threads: int = 2
+    device: str = "cpu"  # where the backbone and head train ("cuda" on a GPU: an epoch in seconds)
     init_backbone: str = ""  # a backbone this module wrote, to train further (its head starts afresh); empty: packaged
     seed: int = 0
 
@@ -78,28 +87,40 @@ class PairBatches:
         self.groups = torch.as_tensor([column[pair.model] for pair in pairs])
         self.features = torch.as_tensor(model_features(models, [pair.model for pair in pairs], [pair.prompt for pair in pairs]))
 
+    def to(self, device: torch.device) -> PairBatches:
+        """These batches with their tensors on ``device`` (the prompts stay text)."""
+        for name in ("targets", "mask", "log_means", "groups", "features"):
+            setattr(self, name, getattr(self, name).to(device))
+        return self
+
     def head_inputs(self, states: torch.Tensor, prompt_rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """Head input rows for the pairs of the prompts ``prompt_rows`` (whose text states are ``states``),
-        and those pairs' rows."""
-        owners = torch.as_tensor([slot for slot, prompt in enumerate(prompt_rows) for _ in self.rows[prompt]])
-        rows = torch.as_tensor([row for prompt in prompt_rows for row in self.rows[prompt]])
-        history = torch.zeros(len(rows), HISTORY_FEATURES)
+        and those pairs' rows, on the states' device."""
+        device = states.device
+        owners = torch.as_tensor([slot for slot, prompt in enumerate(prompt_rows) for _ in self.rows[prompt]], device=device)
+        rows = torch.as_tensor([row for prompt in prompt_rows for row in self.rows[prompt]], device=device)
+        history = torch.zeros(len(rows), HISTORY_FEATURES, device=device)
         return torch.cat([states[owners], history, self.features[rows]], dim=1), rows
+
+
+def encoded_on(tokenizer: Any, prompts: list[str], max_tokens: int, device: torch.device) -> dict[str, torch.Tensor]:
+    return {name: tensor.to(device) for name, tensor in encode_prompts(tokenizer, prompts, max_tokens).items()}
 
 
 def held_out_loss(model: ProxyLengthModel, tokenizer: Any, batches: PairBatches, models: int, config: FinetuneConfig) -> float:
     """Mean of the model-aware and the any-model L1 over ``batches`` (no dropout, no gradients); ``models``:
     how many the head knows."""
     model.eval()
+    device = next(model.parameters()).device
     total = [0.0, 0.0]
     with torch.inference_mode():
         for start in range(0, len(batches.prompts), 64):
             prompt_rows = np.arange(start, min(start + 64, len(batches.prompts)))
-            encoded = encode_prompts(tokenizer, [batches.prompts[row] for row in prompt_rows], config.max_tokens)
+            encoded = encoded_on(tokenizer, [batches.prompts[row] for row in prompt_rows], config.max_tokens, device)
             inputs, rows = batches.head_inputs(model.embed(**encoded), prompt_rows)
             weight = float(batches.mask[rows].sum())
             total[0] += float(answer_l1(model.head(inputs), batches.targets[rows], batches.mask[rows])) * weight
-            any_inputs = as_any_model(inputs, torch.arange(len(inputs)), models)
+            any_inputs = as_any_model(inputs, torch.arange(len(inputs), device=device), models)
             total[1] += float(answer_l1(model.head(any_inputs), batches.targets[rows], batches.mask[rows])) * weight
     model.train()
     return 0.5 * (total[0] + total[1]) / float(batches.mask.sum())
@@ -113,11 +134,12 @@ def finetune(path: Path, out_dir: Path, config: FinetuneConfig = FinetuneConfig(
     pairs = load_pairs(path)
     splits = castillo_splits(pairs, config.validate_train_share, config.holdout_share)
     models = tuple(sorted({pair.model for pair in splits["fit"]}))
-    fit, held = PairBatches(splits["fit"], models), PairBatches(splits["calibration"], models)
+    device = torch.device(config.device)
+    fit, held = PairBatches(splits["fit"], models).to(device), PairBatches(splits["calibration"], models).to(device)
     backbone_dir = packaged_backbone_dir()
     tokenizer = AutoTokenizer.from_pretrained(str(backbone_dir))
     model = ProxyLengthModel(AutoModel.from_pretrained(config.init_backbone or str(backbone_dir)), Formulation.REG_L1, config.head_hidden,
-                             Pooling.MEAN, model_input_width(models))
+                             Pooling.MEAN, model_input_width(models)).to(device)
     model.backbone.embeddings.word_embeddings.weight.requires_grad_(False)
     model.start_at(fit.log_means)
     optimizer = torch.optim.AdamW([
@@ -136,12 +158,13 @@ def finetune(path: Path, out_dir: Path, config: FinetuneConfig = FinetuneConfig(
         log(json.dumps(record["epochs"][-1]))
         model.train()
         for epoch in range(1, config.epochs + 1):
-            started, losses = time.process_time(), []
+            started, wall_started, losses = time.process_time(), time.monotonic(), []
             batches = length_sorted_batches(token_counts, config.batch_prompts, rng)
             for step, prompt_rows in enumerate(batches, start=1):
-                encoded = encode_prompts(tokenizer, [fit.prompts[row] for row in prompt_rows], config.max_tokens)
+                encoded = encoded_on(tokenizer, [fit.prompts[row] for row in prompt_rows], config.max_tokens, device)
                 inputs, rows = fit.head_inputs(model.embed(**encoded), prompt_rows)
-                inputs = as_any_model(inputs, torch.rand(len(inputs), generator=generator) < config.any_model_share, len(models))
+                any_model = (torch.rand(len(inputs), generator=generator) < config.any_model_share).to(device)
+                inputs = as_any_model(inputs, any_model, len(models))
                 outputs = model.head(inputs)
                 loss = answer_l1(outputs, fit.targets[rows], fit.mask[rows])
                 if config.rank_weight:
@@ -156,7 +179,7 @@ def finetune(path: Path, out_dir: Path, config: FinetuneConfig = FinetuneConfig(
                         f"cpu {(time.process_time() - started) / step:.2f} s/step")
             held_l1 = held_out_loss(model, tokenizer, held, len(models), config)
             record["epochs"].append({"epoch": epoch, "train_loss": float(np.mean(losses)), "held_out_l1": held_l1,
-                                     "cpu_s": time.process_time() - started})
+                                     "cpu_s": time.process_time() - started, "wall_s": time.monotonic() - wall_started})
             log(json.dumps(record["epochs"][-1]))
             if held_l1 < best:
                 best = held_l1
@@ -165,9 +188,36 @@ def finetune(path: Path, out_dir: Path, config: FinetuneConfig = FinetuneConfig(
     return record
 
 
+def phase1_rows(backbone_dir: Path, path: Path, config: FinetuneConfig) -> dict[str, tuple[PairReport, PairReport]]:
+    """Phase 1 alone (``backbone_dir``'s backbone and head, float32, at ``config``'s window) scored on
+    ``path``'s scored validate pairs: ``evaluate``'s reports per model and their mean; a forecast's class
+    is its point's (phase 1 fits no spreads)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    splits = castillo_splits(load_pairs(path), config.validate_train_share, config.holdout_share)
+    models = tuple(sorted({pair.model for pair in splits["fit"]}))
+    device = torch.device(config.device)
+    scored = PairBatches(splits["scored"], models).to(device)
+    model = ProxyLengthModel(AutoModel.from_pretrained(str(backbone_dir)), Formulation.REG_L1, config.head_hidden,
+                             Pooling.MEAN, model_input_width(models))
+    model.head.load_state_dict(load_file(str(Path(backbone_dir) / PHASE1_HEAD)))
+    model = model.to(device).eval()
+    tokenizer = AutoTokenizer.from_pretrained(str(backbone_dir))
+    log_estimates = np.zeros(len(scored.pairs))
+    with torch.inference_mode():
+        for start in range(0, len(scored.prompts), 64):
+            prompt_rows = np.arange(start, min(start + 64, len(scored.prompts)))
+            encoded = encoded_on(tokenizer, [scored.prompts[row] for row in prompt_rows], config.max_tokens, device)
+            inputs, rows = scored.head_inputs(model.embed(**encoded), prompt_rows)
+            log_estimates[rows.cpu().numpy()] = model.head(inputs)[:, 0].cpu().numpy()
+    return castillo_rows(scored.pairs, np.expm1(log_estimates))
+
+
 def save_backbone(model: ProxyLengthModel, tokenizer: Any, out_dir: Path, record: dict[str, Any]) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     model.backbone.save_pretrained(str(out_dir))
+    save_file({name: tensor.detach().cpu().contiguous() for name, tensor in model.head.state_dict().items()},
+              str(out_dir / PHASE1_HEAD))
     tokenizer.save_pretrained(str(out_dir))
     (out_dir / "finetune.json").write_text(json.dumps(record, indent=2))
 
@@ -182,13 +232,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
     parser.add_argument("--rank-weight", type=float, default=defaults.rank_weight)
     parser.add_argument("--threads", type=int, default=defaults.threads)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                        help="where to train: cuda (the default where a GPU is present) or cpu")
     parser.add_argument("--init-backbone", type=Path, default=None, help="continue from a backbone this command wrote")
+    parser.add_argument("--score", action="store_true", help="then score phase 1 alone on the scored validate prompts")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     config = FinetuneConfig(max_tokens=args.max_tokens, epochs=args.epochs, learning_rate=args.learning_rate,
-                            rank_weight=args.rank_weight, threads=args.threads, init_backbone=str(args.init_backbone or ""))
+                            rank_weight=args.rank_weight, threads=args.threads, device=args.device,
+                            init_backbone=str(args.init_backbone or ""))
     record = finetune(args.castillo, args.out, config, log=lambda line: print(line, flush=True))
     print(f"best epoch {record.get('best_epoch')}; backbone: {args.out}")
+    if args.score:
+        print("\nphase 1 alone, each cell forecast / ceiling, scored validate prompts\n")
+        print(format_pair_table(phase1_rows(args.out, args.castillo, config)))
     return 0
 
 

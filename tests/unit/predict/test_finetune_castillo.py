@@ -11,7 +11,9 @@ import pytest
 import torch
 from forethought.predict import Predictor
 from forethought.predict.artifact import DELTA_FILE, WORDS_FILE, BackboneSource, Forecaster
-from forethought.predict.finetune_castillo import FinetuneConfig, finetune, pairwise_rank_loss
+from forethought.predict.castillo import castillo_splits, load_pairs
+from forethought.predict.evaluate import OVERALL
+from forethought.predict.finetune_castillo import PHASE1_HEAD, FinetuneConfig, finetune, pairwise_rank_loss, phase1_rows
 from forethought.predict.proxy import packaged_backbone_dir
 from forethought.predict.train_castillo import CastilloConfig, train_castillo
 from safetensors.torch import load_file
@@ -61,6 +63,13 @@ def test_fine_tuning_changes_the_encoder_only_and_ships_as_an_int8_delta(castill
     word = "embeddings.word_embeddings.weight"
     assert torch.equal(tuned[word], packaged[word])
     assert not torch.equal(tuned["encoder.layer.5.output.dense.weight"], packaged["encoder.layer.5.output.dense.weight"])
+    # phase 1 scored alone, with its saved head, on the scored validate pairs: essays already rank above lists
+    assert (tmp_path / "backbone" / PHASE1_HEAD).is_file()
+    rows = phase1_rows(tmp_path / "backbone", castillo_file, config)
+    scored = castillo_splits(load_pairs(castillo_file), config.validate_train_share, config.holdout_share)["scored"]
+    overall, ceiling = rows[OVERALL]
+    assert set(rows) == {"short", "long", OVERALL} and overall.pairs == len(scored) > 0
+    assert 0.5 < overall.tau_pair_mean < ceiling.tau_pair_mean == pytest.approx(1.0)
     # a further run starts from that backbone (a fresh head with the same seed scores it differently)
     further = finetune(castillo_file, tmp_path / "further", replace(config, init_backbone=str(tmp_path / "backbone")), log=lines.append)
     assert further["epochs"][0]["held_out_l1"] != record["epochs"][0]["held_out_l1"]
