@@ -43,6 +43,7 @@ from forethought.predict.proxy import (
     Pooling,
     ProxyLengthModel,
     encode_prompts,
+    first_layers,
     log_estimates,
     packaged_backbone_dir,
     predicted_buckets,
@@ -99,6 +100,8 @@ class ForecasterConfig:
     backbone_int8: bool = False
     # hash buckets of the word table added to a regression head's estimate (0: no word table)
     word_buckets: int = 0
+    # the backbone's first N transformer layers run, the rest are cut on load (0: all of them)
+    backbone_layers: int = 0
 
     def to_json(self) -> dict[str, Any]:
         data = dict(self.__dict__, formulation=self.formulation.value, backbone=self.backbone.value,
@@ -126,6 +129,7 @@ class ForecasterConfig:
             history_features=bool(data.get("history_features", True)),
             backbone_int8=bool(data.get("backbone_int8", False)),
             word_buckets=int(data.get("word_buckets", 0)),
+            backbone_layers=int(data.get("backbone_layers", 0)),
         )
 
 
@@ -314,6 +318,8 @@ class Forecaster:
         config = ForecasterConfig.from_json(json.loads((directory / "config.json").read_text()))
         backbone_dir = config.backbone.directory(directory)
         backbone = AutoModel.from_pretrained(str(backbone_dir))
+        if config.backbone_layers:
+            backbone = first_layers(backbone, config.backbone_layers)
         if config.backbone_int8:
             backbone = int8_backbone(backbone)
         if config.backbone is BackboneSource.DELTA:

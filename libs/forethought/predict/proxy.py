@@ -55,6 +55,17 @@ def packaged_backbone_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
+def first_layers(backbone: nn.Module, layers: int) -> nn.Module:
+    """``backbone`` (a BERT encoder) cut to its first ``layers`` transformer layers, in place; its config says
+    so, so a saved copy loads with as many. A long window read by fewer layers costs what a short one read
+    by all of them does (docs/predictor.md, Speed)."""
+    if not 0 < layers <= len(backbone.encoder.layer):
+        raise ValueError(f"layers must be 1..{len(backbone.encoder.layer)}, got {layers}")
+    backbone.encoder.layer = nn.ModuleList(list(backbone.encoder.layer)[:layers])
+    backbone.config.num_hidden_layers = layers
+    return backbone
+
+
 class ProxyLengthModel(nn.Module):
     """Backbone + head; ``embed`` is the pooled text state, ``head`` maps it, the history features and (for a
     model-aware head) ``model_inputs`` columns of ``served_models.model_features`` to the formulation's outputs."""

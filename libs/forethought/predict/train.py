@@ -335,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--int8", action="store_true", help="--castillo: the backbone's Linear layers in dynamic int8 (faster)")
     parser.add_argument("--backbone", type=Path, default=None,
                         help="--castillo: fit the head on this fine-tuned MiniLM (python -m forethought.predict.finetune_castillo)")
+    parser.add_argument("--backbone-layers", type=int, default=None,
+                        help="--castillo: keep the backbone's first N transformer layers (default: all; the shipped predictor: 4)")
     parser.add_argument("--threads", type=int, default=None, help="--castillo: torch threads of the head fitting (default 2)")
     parser.add_argument("--validate-train-share", type=float, default=None,
                         help="--castillo: share of validate prompts that join training (default 0.5; the rest are scored)")
@@ -343,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.word_buckets is not None and args.word_buckets < 0:
         parser.error(f"--word-buckets must be 0 or more, got {args.word_buckets}")
+    if args.backbone_layers is not None and not 1 <= args.backbone_layers <= 6:
+        parser.error(f"--backbone-layers must be 1..6 (MiniLM-L6's layers), got {args.backbone_layers}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.castillo is not None:
         return castillo_main(args)
@@ -363,7 +367,7 @@ def castillo_main(args: argparse.Namespace) -> int:
 
     changes = {"max_tokens": args.max_tokens, "validate_train_share": args.validate_train_share, "backbone_int8": args.int8 or None,
                "backbone_dir": str(args.backbone) if args.backbone else None, "threads": args.threads,
-               "word_buckets": args.word_buckets}
+               "word_buckets": args.word_buckets, "backbone_layers": args.backbone_layers}
     base = SHIPPED_CASTILLO if args.shipped else CastilloConfig()
     config = replace(base, seed=args.seed, **{name: value for name, value in changes.items() if value is not None})
     out = args.out or (SHIPPED_DIR if args.shipped else DEFAULT_ARTIFACT_DIR)

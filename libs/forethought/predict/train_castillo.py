@@ -9,7 +9,7 @@ answers are its target distribution: the L1 loss against every answer makes the 
 conditional median of log1p(length) for that prompt and model. During fitting a share of rows see the
 any-model slot instead of their model's one-hot, which makes that slot the model-agnostic forecast an
 unseen model starts from. A word table over the whole prompt (``forethought.predict.prompt_words``: what
-the backbone's last 32 tokens miss) is fitted with the head, its term added to the head's estimate. A
+the backbone's window misses) is fitted with the head, its term added to the head's estimate. A
 tenth of the training prompts are held out to stop early and to calibrate each model's spread.
 
 CASTILLO's train split is incomplete: for some models it holds only the code sets (Gemma 3 4B: Mbpp,
@@ -45,7 +45,7 @@ from forethought.predict.fitting import snapshot, torch_threads
 from forethought.predict.history import NO_HISTORY
 from forethought.predict.metrics import SSJF_EDGE_PERCENTS, format_pair_table
 from forethought.predict.prompt_words import WordBags, WordTable, model_columns, word_buckets
-from forethought.predict.proxy import Formulation, Pooling, ProxyLengthModel, packaged_backbone_dir
+from forethought.predict.proxy import Formulation, Pooling, ProxyLengthModel, first_layers, packaged_backbone_dir
 from forethought.predict.served_models import ANY_MODEL, model_input_width
 from forethought.predict.train import EMBEDDINGS_DIR, bucket_log_medians
 
@@ -67,6 +67,8 @@ class CastilloConfig:
     # predictor artifact whose int8 backbone to reuse; empty: the packaged one, frozen. Saved as a delta over
     # the packaged one when int8, else whole
     backbone_dir: str = ""
+    # keep the backbone's first N transformer layers (0: all): a long window for a short one's cost
+    backbone_layers: int = 0
     # hash buckets of the word table over the whole prompt (``forethought.predict.prompt_words``; 0: none)
     word_buckets: int = 1 << 17
     word_learning_rate: float = 0.01
@@ -206,6 +208,8 @@ def train_castillo(
     else:
         backbone = AutoModel.from_pretrained(config.backbone_dir or str(backbone_dir))
         backbone = int8_backbone(backbone) if config.backbone_int8 else backbone
+    if config.backbone_layers and config.backbone_layers < len(backbone.encoder.layer):
+        backbone = first_layers(backbone, config.backbone_layers)
     proxy = ProxyLengthModel(backbone, Formulation.REG_L1, config.head_hidden, Pooling.MEAN, model_input_width(models))
     forecaster_config = ForecasterConfig(
         version=1, formulation=Formulation.REG_L1, max_tokens=config.max_tokens, head_hidden=config.head_hidden,
@@ -214,6 +218,7 @@ def train_castillo(
         training=dict(asdict(config), data=Path(path).name, fit_pairs=len(fit_pairs), calibration_pairs=len(calibration_pairs),
                       scored_pairs=len(validate_pairs), **finetune_record(config.backbone_dir)),
         models=models, model_bucket_edges=model_edges, history_features=False, backbone_int8=config.backbone_int8,
+        backbone_layers=len(backbone.encoder.layer),
     )
     base = Forecaster(proxy, AutoTokenizer.from_pretrained(str(backbone_dir)), forecaster_config,
                       thinned_spread(np.ones(1), np.zeros(1)))

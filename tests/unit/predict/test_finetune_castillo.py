@@ -14,7 +14,7 @@ from forethought.predict.artifact import DELTA_FILE, WORDS_FILE, BackboneSource,
 from forethought.predict.castillo import castillo_splits, load_pairs
 from forethought.predict.evaluate import OVERALL
 from forethought.predict.finetune_castillo import PHASE1_HEAD, FinetuneConfig, finetune, pairwise_rank_loss, phase1_rows
-from forethought.predict.proxy import packaged_backbone_dir
+from forethought.predict.proxy import first_layers, packaged_backbone_dir
 from forethought.predict.train_castillo import CastilloConfig, train_castillo
 from safetensors.torch import load_file
 
@@ -94,3 +94,22 @@ def test_fine_tuning_changes_the_encoder_only_and_ships_as_an_int8_delta(castill
     assert again.config.training["finetune"] == trained.config.training["finetune"]
     with pytest.raises(ValueError, match="reused as int8 only"):
         train_castillo(castillo_file, tmp_path / "float", replace(reused, backbone_int8=False), embedding_cache=None, progress=False)
+    # the backbone cut to its first layers: the delta holds those alone, and the artifact cuts the packaged
+    # MiniLM the same way on load
+    cut, _ = train_castillo(castillo_file, tmp_path / "cut", replace(head_config, backbone_layers=2), embedding_cache=None, progress=False)
+    assert cut.config.backbone_layers == 2 and trained.config.backbone_layers == 6
+    assert not any(name.startswith("encoder.layer.2.") for name in load_file(tmp_path / "cut" / DELTA_FILE))
+    reloaded = Forecaster.load(tmp_path / "cut")
+    assert len(reloaded.model.backbone.encoder.layer) == 2
+    assert torch.equal(torch.as_tensor(reloaded.embed(prompts)), torch.as_tensor(cut.embed(prompts)))
+    assert not torch.equal(torch.as_tensor(cut.embed(prompts)), torch.as_tensor(states))
+
+
+def test_a_backbone_keeps_between_one_layer_and_all_of_them() -> None:
+    from transformers import AutoModel
+
+    backbone = AutoModel.from_pretrained(str(packaged_backbone_dir()))
+    for layers in (0, 7):
+        with pytest.raises(ValueError, match="layers must be 1..6"):
+            first_layers(backbone, layers)
+    assert len(first_layers(backbone, 3).encoder.layer) == 3 and backbone.config.num_hidden_layers == 3
