@@ -42,11 +42,13 @@ from forethought.predict.proxy import (
     Formulation,
     Pooling,
     ProxyLengthModel,
-    encode_prompts,
     first_layers,
     log_estimates,
     packaged_backbone_dir,
+    padded,
+    padding_bounded_batches,
     predicted_buckets,
+    prompt_token_ids,
 )
 from forethought.predict.served_models import SERVED_MODEL, model_features, model_input_width
 
@@ -57,7 +59,10 @@ ARTIFACT_FORMAT = 4
 READABLE_FORMATS = (2, 3, 4)
 # the per-model spread keeps this many residual quantiles (a forecast's histogram is O(rows x residuals))
 SPREAD_POINTS = 512
-INFERENCE_BATCH = 32
+# a forward's rows and padded tokens (rows times the longest): at a 512-token window a batch padded to its
+# longest prompt would cost every short prompt in it a long one's forward
+INFERENCE_BATCH = 64
+INFERENCE_PADDED_TOKENS = 1024
 HEAD_FILE = "head.safetensors"
 DELTA_FILE = "backbone.safetensors"
 WORDS_FILE = "words.safetensors"
@@ -176,13 +181,12 @@ class Forecaster:
 
     @torch.inference_mode()
     def embed(self, prompts: list[str]) -> np.ndarray:
-        """Pooled text states of ``prompts`` (rows, in order), computed in batches of similar length (little padding)."""
-        order = np.argsort([len(prompt) for prompt in prompts], kind="stable")
+        """Pooled text states of ``prompts`` (rows, in order), computed in batches of similar token counts
+        whose padding is bounded (``padding_bounded_batches``)."""
+        token_ids = prompt_token_ids(self.tokenizer, prompts, self.config.max_tokens)
         states = np.zeros((len(prompts), self.model.backbone.config.hidden_size), np.float32)
-        for start in range(0, len(prompts), INFERENCE_BATCH):
-            rows = order[start : start + INFERENCE_BATCH]
-            batch = encode_prompts(self.tokenizer, [prompts[row] for row in rows], self.config.max_tokens)
-            states[rows] = self.model.embed(**batch).numpy()
+        for rows in padding_bounded_batches([len(ids) for ids in token_ids], INFERENCE_PADDED_TOKENS, INFERENCE_BATCH):
+            states[rows] = self.model.embed(**padded(self.tokenizer, [token_ids[row] for row in rows])).numpy()
         return states
 
     @torch.inference_mode()

@@ -15,6 +15,7 @@ and log scale keeps the loss balanced across 2..511 tokens.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -104,12 +105,38 @@ class ProxyLengthModel(nn.Module):
 CHARS_PER_TOKEN = 16
 
 
-def encode_prompts(tokenizer: Any, prompts: list[str], max_tokens: int) -> dict[str, torch.Tensor]:
-    """MiniLM ids keeping the last ``max_tokens`` tokens (the paper's multi-round truncation)."""
+def prompt_token_ids(tokenizer: Any, prompts: list[str], max_tokens: int) -> list[list[int]]:
+    """MiniLM ids of each prompt keeping its last ``max_tokens`` tokens (the paper's multi-round truncation)."""
     tokenizer.truncation_side = "left"
     tails = [prompt[-CHARS_PER_TOKEN * max_tokens :] for prompt in prompts]
-    encoded = tokenizer(tails, truncation=True, max_length=max_tokens, padding=True, return_tensors="pt")
+    return [list(ids) for ids in tokenizer(tails, truncation=True, max_length=max_tokens)["input_ids"]]
+
+
+def padded(tokenizer: Any, token_ids: list[list[int]]) -> dict[str, torch.Tensor]:
+    """The backbone's inputs for ``token_ids``: padded on the right to the longest, with the attention mask."""
+    encoded = tokenizer.pad({"input_ids": token_ids}, return_tensors="pt")
     return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
+
+
+def encode_prompts(tokenizer: Any, prompts: list[str], max_tokens: int) -> dict[str, torch.Tensor]:
+    """The backbone's inputs for ``prompts``, each cut to its last ``max_tokens`` tokens."""
+    return padded(tokenizer, prompt_token_ids(tokenizer, prompts, max_tokens))
+
+
+def padding_bounded_batches(token_counts: Sequence[int], max_padded_tokens: int, max_rows: int) -> list[np.ndarray]:
+    """Row indices in ascending token count, cut so that a batch's padded size (its rows times its
+    longest) stays within ``max_padded_tokens`` and its rows within ``max_rows``: short prompts go many at
+    a time, long ones few, and no short prompt is padded to a long one's length (a row longer than the
+    budget goes alone)."""
+    order = np.argsort(np.asarray(token_counts), kind="stable")
+    batches: list[np.ndarray] = []
+    start = 0
+    for end in range(1, len(order) + 1):
+        rows = end - start
+        if end == len(order) or rows == max_rows or (rows + 1) * token_counts[order[end]] > max_padded_tokens:
+            batches.append(order[start:end])
+            start = end
+    return batches
 
 
 def training_targets(formulation: Formulation, lengths: np.ndarray, buckets: LengthBuckets) -> torch.Tensor:
