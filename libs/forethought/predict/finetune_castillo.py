@@ -40,7 +40,7 @@ from forethought.predict.history import HISTORY_FEATURES
 from forethought.predict.metrics import PairReport, format_pair_table
 from forethought.predict.proxy import Formulation, Pooling, ProxyLengthModel, encode_prompts, packaged_backbone_dir
 from forethought.predict.served_models import model_features, model_input_width
-from forethought.predict.train_castillo import answer_l1, answer_targets, as_any_model
+from forethought.predict.train_castillo import answer_l1, answer_targets, as_any_model, pairwise_rank_loss
 
 PHASE1_HEAD = "phase1_head.safetensors"  # the best epoch's head, beside its backbone: phase 1 scored alone
 
@@ -61,14 +61,6 @@ class FinetuneConfig:
     device: str = "cpu"  # where the backbone and head train ("cuda" on a GPU: an epoch in seconds)
     init_backbone: str = ""  # a backbone this module wrote, to train further (its head starts afresh); empty: packaged
     seed: int = 0
-
-
-def pairwise_rank_loss(outputs: torch.Tensor, log_means: torch.Tensor, groups: torch.Tensor, margin: float) -> torch.Tensor:
-    """Mean softplus(-(o_i - o_j)) over pairs of one group whose log mean i exceeds j's by ``margin``."""
-    longer = (log_means[:, None] - log_means[None, :] > margin) & (groups[:, None] == groups[None, :])
-    if not bool(longer.any()):
-        return outputs.sum() * 0.0
-    return torch.nn.functional.softplus(-(outputs[:, None] - outputs[None, :])[longer]).mean()
 
 
 class PairBatches:

@@ -342,6 +342,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="--castillo: share of validate prompts that join training (default 0.5; the rest are scored)")
     parser.add_argument("--word-buckets", type=int, default=None,
                         help="--castillo: hash buckets of the word table over the whole prompt (default 131072; 0: none)")
+    parser.add_argument("--rank-weight", type=float, default=None,
+                        help="--castillo: weight of the pairwise ranking term beside the L1 loss (default: the config's)")
     args = parser.parse_args(argv)
     if args.word_buckets is not None and args.word_buckets < 0:
         parser.error(f"--word-buckets must be 0 or more, got {args.word_buckets}")
@@ -367,7 +369,8 @@ def castillo_main(args: argparse.Namespace) -> int:
 
     changes = {"max_tokens": args.max_tokens, "validate_train_share": args.validate_train_share, "backbone_int8": args.int8 or None,
                "backbone_dir": str(args.backbone) if args.backbone else None, "threads": args.threads,
-               "word_buckets": args.word_buckets, "backbone_layers": args.backbone_layers}
+               "word_buckets": args.word_buckets, "backbone_layers": args.backbone_layers,
+               "rank_weight": args.rank_weight}
     base = SHIPPED_CASTILLO if args.shipped else CastilloConfig()
     config = replace(base, seed=args.seed, **{name: value for name, value in changes.items() if value is not None})
     out = args.out or (SHIPPED_DIR if args.shipped else DEFAULT_ARTIFACT_DIR)

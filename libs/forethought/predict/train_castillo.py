@@ -6,11 +6,13 @@ alone, with the all-models variant's one-hot of the served model in the head's i
 The packaged MiniLM stays frozen: each distinct prompt is embedded once (mean-pooled, cached on disk under
 the cache folder's ``embeddings/``), so training is minutes of head fitting on 2 cores. A pair's 10
 answers are its target distribution: the L1 loss against every answer makes the head's output the
-conditional median of log1p(length) for that prompt and model. During fitting a share of rows see the
-any-model slot instead of their model's one-hot, which makes that slot the model-agnostic forecast an
-unseen model starts from. A word table over the whole prompt (``forethought.predict.prompt_words``: what
-the backbone's window misses) is fitted with the head, its term added to the head's estimate. A
-tenth of the training prompts are held out to stop early and to calibrate each model's spread.
+conditional median of log1p(length) for that prompt and model; a pairwise term (``rank_weight``, as in
+phase 1) orders each batch's pairs of one model by their mean log answer, the order Kendall tau scores.
+During fitting a share of rows see the any-model slot instead of their model's one-hot, which makes that
+slot the model-agnostic forecast an unseen model starts from. A word table over the whole prompt
+(``forethought.predict.prompt_words``: what the backbone's window misses) is fitted with the head, its
+term added to the head's estimate. A tenth of the training prompts are held out to stop early and to
+calibrate each model's spread.
 
 CASTILLO's train split is incomplete: for some models it holds only the code sets (Gemma 3 4B: Mbpp,
 DS1000, BigCodeBench) while validate holds all seven. So by default half of the validate prompts (by a
@@ -72,6 +74,9 @@ class CastilloConfig:
     # hash buckets of the word table over the whole prompt (``forethought.predict.prompt_words``; 0: none)
     word_buckets: int = 1 << 17
     word_learning_rate: float = 0.01
+    # weight of the pairwise term ordering a batch's pairs of one model by their mean answer (as in phase 1)
+    rank_weight: float = 0.0
+    rank_margin: float = 0.1  # pairs whose log mean lengths differ by less are not ordered
     # torch threads of the head fitting; on a machine others load, 1 is far faster than 2 (no spinning)
     threads: int = 2
     seed: int = 0
@@ -107,16 +112,30 @@ def answer_l1(outputs: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) 
     return ((outputs[:, :1] - targets).abs() * mask).sum() / mask.sum()
 
 
+def pairwise_rank_loss(outputs: torch.Tensor, log_means: torch.Tensor, groups: torch.Tensor, margin: float) -> torch.Tensor:
+    """Mean softplus(-(o_i - o_j)) over pairs of one group whose log mean i exceeds j's by ``margin``."""
+    longer = (log_means[:, None] - log_means[None, :] > margin) & (groups[:, None] == groups[None, :])
+    if not bool(longer.any()):
+        return outputs.sum() * 0.0
+    return torch.nn.functional.softplus(-(outputs[:, None] - outputs[None, :])[longer]).mean()
+
+
 @dataclass(frozen=True)
 class PairRows:
     """Pairs as the head is fitted on them: its input rows, the answers' log targets and their mask, each
-    prompt's word buckets (none without a word table) and its model's word-table column."""
+    prompt's word buckets (none without a word table) and its model's word-table column (which also groups
+    the pairs the ranking term orders)."""
 
     inputs: torch.Tensor
     targets: torch.Tensor
     mask: torch.Tensor
     words: list[np.ndarray]
     columns: torch.Tensor
+
+    @property
+    def log_means(self) -> torch.Tensor:
+        """Each pair's mean log answer length."""
+        return (self.targets * self.mask).sum(dim=1) / self.mask.sum(dim=1)
 
 
 def pair_estimates(
@@ -146,6 +165,7 @@ def fit_pair_head(
         optimizers.append(torch.optim.SparseAdam(list(words.parameters()), lr=config.word_learning_rate))
     modules = [module for module in (head, words) if module is not None]
     held_rows = torch.arange(len(validation.inputs))
+    log_means = train.log_means
     everyone, no_one = torch.ones(len(held_rows), dtype=torch.bool), torch.zeros(len(held_rows), dtype=torch.bool)
 
     def weights() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
@@ -160,6 +180,9 @@ def fit_pair_head(
             any_model = torch.rand(len(batch), generator=generator) < config.any_model_share
             estimates = pair_estimates(head, words, models, train, batch, any_model)
             loss = answer_l1(estimates[:, None], train.targets[batch], train.mask[batch])
+            if config.rank_weight:
+                loss = loss + config.rank_weight * pairwise_rank_loss(
+                    estimates, log_means[batch], train.columns[batch], config.rank_margin)
             for optimizer in optimizers:
                 optimizer.zero_grad()
             loss.backward()

@@ -13,9 +13,9 @@ from forethought.predict import Predictor
 from forethought.predict.artifact import DELTA_FILE, WORDS_FILE, BackboneSource, Forecaster
 from forethought.predict.castillo import castillo_splits, load_pairs
 from forethought.predict.evaluate import OVERALL
-from forethought.predict.finetune_castillo import PHASE1_HEAD, FinetuneConfig, finetune, pairwise_rank_loss, phase1_rows
+from forethought.predict.finetune_castillo import PHASE1_HEAD, FinetuneConfig, finetune, phase1_rows
 from forethought.predict.proxy import first_layers, packaged_backbone_dir
-from forethought.predict.train_castillo import CastilloConfig, train_castillo
+from forethought.predict.train_castillo import CastilloConfig, pairwise_rank_loss, train_castillo
 from safetensors.torch import load_file
 
 TOPICS = ["rivers", "bread", "chess", "volcanoes", "jazz", "bees", "tides", "glass"]

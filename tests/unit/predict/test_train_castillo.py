@@ -6,9 +6,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from forethought.predict import Predictor
 from forethought.predict.served_models import ANY_MODEL
-from forethought.predict.train_castillo import CastilloConfig, train_castillo
+from forethought.predict.train_castillo import CastilloConfig, PairRows, fit_pair_head, train_castillo
 
 TOPICS = ["rivers", "bread", "chess", "volcanoes", "jazz", "bees", "tides", "glass", "owls", "maps"]
 
@@ -142,3 +143,18 @@ def test_a_negative_word_table_size_is_refused_naming_the_flag(tmp_path: Path, c
     assert refused.value.code == 2
     assert "--word-buckets must be 0 or more, got -1" in capsys.readouterr().err
     assert not (tmp_path / "model").exists()
+
+
+@pytest.mark.parametrize("rank_weight", [0.0, 5.0])
+def test_the_ranking_term_orders_pairs_by_mean_answer_where_l1_follows_the_median(rank_weight: float) -> None:
+    # pair 0 answers mostly 1 token and twice 100 (median 1, the longer mean); pair 1 always 5
+    targets = torch.log1p(torch.tensor([[1.0, 1, 1, 100, 100], [5, 5, 5, 5, 5]]))
+    inputs = torch.tensor([[1.0, 0, 1, 0, 0], [0, 1, 1, 0, 0]])  # a prompt column each, then model, any-model, length
+    rows = PairRows(inputs, targets, torch.ones_like(targets), [], torch.tensor([0, 0]))
+    assert torch.allclose(rows.log_means, targets.mean(dim=1))
+    head = torch.nn.Linear(5, 1, bias=False)
+    config = CastilloConfig(epochs=400, patience=400, learning_rate=0.05, batch_size=2, any_model_share=0.0, rank_weight=rank_weight)
+    weights, _, _ = fit_pair_head(head, None, 1, config, rows, rows)
+    head.load_state_dict(weights)
+    skewed, steady = head(inputs)[:, 0].tolist()
+    assert (skewed > steady) == (rank_weight > 0)
