@@ -84,7 +84,7 @@ class CastilloConfig:
 
 # the predictor the package ships: the last 512 tokens through MiniLM's first 4 layers, int8, under 10 ms a
 # forecast at the median on 2 cores (docs/predictor.md, Speed)
-SHIPPED_CASTILLO = CastilloConfig(max_tokens=512, backbone_int8=True, head_hidden=128, backbone_layers=4)
+SHIPPED_CASTILLO = CastilloConfig(max_tokens=512, backbone_int8=True, head_hidden=128, backbone_layers=4, rank_weight=0.5)
 
 
 def answer_targets(pairs: list[LengthPair]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -15,6 +15,7 @@ import torch
 from forethought.predict import NO_HISTORY, ConversationHistory, Predictor
 from forethought.predict.artifact import DELTA_FILE, HEAD_FILE, LEGACY_HEAD_FILE, WORDS_FILE, BackboneSource
 from forethought.predict.shipped import SHIPPED_DIR, resolve_predictor
+from forethought.predict.train_castillo import SHIPPED_CASTILLO
 from safetensors.torch import load_file
 
 SHORT = "What is the capital of France?"
@@ -71,6 +72,9 @@ def test_the_shipped_artifact_is_a_small_head_and_word_table_on_an_int8_delta_of
     assert head["0.weight"].shape == (config["head_hidden"], 384 + 7 + 13 + 2)
     # the last 512 tokens through 4 of MiniLM's 6 layers (docs/predictor.md, Speed)
     assert config["backbone_int8"] and config["max_tokens"] == 512 and config["backbone_layers"] == 4
+    # trained as the shipped configuration says (the ranking term among it)
+    for name in ("max_tokens", "head_hidden", "backbone_layers", "word_buckets", "rank_weight", "rank_margin"):
+        assert config["training"][name] == getattr(SHIPPED_CASTILLO, name), name
     assert set(config["metrics"]["castillo_validate"]) == {*config["models"], "mean over models"}
 
 
