@@ -386,6 +386,31 @@ def int8_delta(backbone: torch.nn.Module) -> dict[str, torch.Tensor]:
     return delta
 
 
+def float_backbone(directory: Path) -> torch.nn.Module:
+    """The backbone of the predictor artifact in ``directory`` in float32, cut as it serves: an int8 delta's
+    weights dequantized onto the packaged MiniLM (the network it serves, to fine-tune further:
+    ``finetune_castillo --init-backbone``)."""
+    from transformers import AutoModel
+
+    config = ForecasterConfig.from_json(json.loads((Path(directory) / "config.json").read_text()))
+    backbone = AutoModel.from_pretrained(str(config.backbone.directory(Path(directory))))
+    if config.backbone_layers:
+        backbone = first_layers(backbone, config.backbone_layers)
+    if config.backbone is not BackboneSource.DELTA:
+        return backbone
+    delta = load_file(Path(directory) / DELTA_FILE)
+    own = {**dict(backbone.named_parameters()), **dict(backbone.named_buffers())}
+    with torch.no_grad():
+        for name, tensor in delta.items():
+            if name.endswith(".weight_int8"):
+                linear = name.removesuffix(".weight_int8")
+                scale, zero_point = float(delta[f"{linear}.weight_scale"][0]), int(delta[f"{linear}.weight_zero_point"][0])
+                own[f"{linear}.weight"].copy_((tensor.float() - zero_point) * scale)
+            elif not name.endswith((".weight_scale", ".weight_zero_point")):
+                own[name].copy_(tensor)
+    return backbone
+
+
 def apply_int8_delta(backbone: torch.nn.Module, delta: dict[str, torch.Tensor]) -> None:
     """Lay ``int8_delta``'s tensors over an int8 backbone (in place; the int8 weights exactly as saved)."""
     linears = _dynamic_linears(backbone)

@@ -9,7 +9,9 @@ of those prompts through the head (the served model's one-hot, or the any-model 
 rows), with the L1 loss against each of the pair's answers in log space; ``rank_weight`` adds a pairwise
 logistic term that orders a batch's pairs of one model by their mean length (what Kendall tau rewards).
 The word embeddings stay frozen: a backbone fine-tuned this way differs from the packaged MiniLM only in
-its encoder, which is what the shipped artifact stores (``BackboneSource.PACKAGED_DELTA``).
+its encoder, which is what the shipped artifact stores (``BackboneSource.DELTA``). Without a GPU, a run can
+start from a predictor artifact's backbone (``--init-backbone``, its int8 weights dequantized) and train
+only its last layers (``--train-layers``), the layers below running without gradients.
 
 The output folder is a Hugging Face backbone (the epoch with the least held-out loss, checked after each
 epoch and kept there, so the run can be stopped early) with that epoch's head beside it;
@@ -33,12 +35,13 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from forethought.predict.artifact import artifact_problem, float_backbone
 from forethought.predict.castillo import LengthPair, castillo_splits, load_pairs
 from forethought.predict.evaluate import castillo_rows
 from forethought.predict.fitting import length_sorted_batches, torch_threads
 from forethought.predict.history import HISTORY_FEATURES
 from forethought.predict.metrics import PairReport, format_pair_table
-from forethought.predict.proxy import Formulation, Pooling, ProxyLengthModel, encode_prompts, packaged_backbone_dir
+from forethought.predict.proxy import Formulation, Pooling, ProxyLengthModel, encode_prompts, first_layers, packaged_backbone_dir
 from forethought.predict.served_models import model_features, model_input_width
 from forethought.predict.train_castillo import answer_l1, answer_targets, as_any_model, pairwise_rank_loss
 
@@ -59,7 +62,13 @@ class FinetuneConfig:
     validate_train_share: float = 0.5
     threads: int = 2
     device: str = "cpu"  # where the backbone and head train ("cuda" on a GPU: an epoch in seconds)
-    init_backbone: str = ""  # a backbone this module wrote, to train further (its head starts afresh); empty: packaged
+    # a backbone this module wrote, or a predictor artifact's (dequantized), to train further (its head starts
+    # afresh); empty: the packaged MiniLM
+    init_backbone: str = ""
+    backbone_layers: int = 0  # keep the first N transformer layers before training (0: all)
+    # train only the last N transformer layers and the head (0: the whole encoder): the layers below run
+    # without gradients, which makes a 512-token epoch affordable on a CPU
+    train_layers: int = 0
     seed: int = 0
 
 
@@ -121,7 +130,7 @@ def held_out_loss(model: ProxyLengthModel, tokenizer: Any, batches: PairBatches,
 def finetune(path: Path, out_dir: Path, config: FinetuneConfig = FinetuneConfig(), log: Any = print) -> dict[str, Any]:
     """Fine-tune on ``path``'s training pairs; the best epoch's backbone is saved to ``out_dir`` after each
     epoch that improves the held-out loss. Returns the run's record (also ``out_dir/finetune.json``)."""
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoTokenizer
 
     pairs = load_pairs(path)
     splits = castillo_splits(pairs, config.validate_train_share, config.holdout_share)
@@ -130,9 +139,8 @@ def finetune(path: Path, out_dir: Path, config: FinetuneConfig = FinetuneConfig(
     fit, held = PairBatches(splits["fit"], models).to(device), PairBatches(splits["calibration"], models).to(device)
     backbone_dir = packaged_backbone_dir()
     tokenizer = AutoTokenizer.from_pretrained(str(backbone_dir))
-    model = ProxyLengthModel(AutoModel.from_pretrained(config.init_backbone or str(backbone_dir)), Formulation.REG_L1, config.head_hidden,
-                             Pooling.MEAN, model_input_width(models)).to(device)
-    model.backbone.embeddings.word_embeddings.weight.requires_grad_(False)
+    model = ProxyLengthModel(initial_backbone(config), Formulation.REG_L1, config.head_hidden, Pooling.MEAN,
+                             model_input_width(models)).to(device)
     model.start_at(fit.log_means)
     optimizer = torch.optim.AdamW([
         {"params": [p for p in model.backbone.parameters() if p.requires_grad], "lr": config.learning_rate},
@@ -178,6 +186,26 @@ def finetune(path: Path, out_dir: Path, config: FinetuneConfig = FinetuneConfig(
                 record["best_epoch"] = epoch
                 save_backbone(model, tokenizer, out_dir, record)
     return record
+
+
+def initial_backbone(config: FinetuneConfig) -> torch.nn.Module:
+    """The backbone phase 1 starts from, cut to ``backbone_layers``, with what it does not train frozen: the
+    word embeddings always (the shipped delta leaves them out), and with ``train_layers`` everything below
+    the last N layers."""
+    from transformers import AutoModel
+
+    source = config.init_backbone or str(packaged_backbone_dir())
+    backbone = float_backbone(Path(source)) if artifact_problem(Path(source)) is None else AutoModel.from_pretrained(source)
+    if config.backbone_layers:
+        backbone = first_layers(backbone, config.backbone_layers)
+    frozen = [backbone.embeddings.word_embeddings]
+    if config.train_layers:
+        if not 0 < config.train_layers <= len(backbone.encoder.layer):
+            raise ValueError(f"train_layers must be 1..{len(backbone.encoder.layer)}, got {config.train_layers}")
+        frozen = [backbone.embeddings, *list(backbone.encoder.layer)[: -config.train_layers]]
+    for module in frozen:
+        module.requires_grad_(False)
+    return backbone
 
 
 def phase1_rows(backbone_dir: Path, path: Path, config: FinetuneConfig) -> dict[str, tuple[PairReport, PairReport]]:
@@ -226,13 +254,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=defaults.threads)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
                         help="where to train: cuda (the default where a GPU is present) or cpu")
-    parser.add_argument("--init-backbone", type=Path, default=None, help="continue from a backbone this command wrote")
+    parser.add_argument("--init-backbone", type=Path, default=None,
+                        help="continue from a backbone this command wrote, or a predictor artifact's (its int8 weights dequantized)")
+    parser.add_argument("--backbone-layers", type=int, default=0, help="keep the backbone's first N transformer layers (0: all)")
+    parser.add_argument("--train-layers", type=int, default=0,
+                        help="train only the last N transformer layers and the head (0: the whole encoder)")
     parser.add_argument("--score", action="store_true", help="then score phase 1 alone on the scored validate prompts")
     args = parser.parse_args(argv)
+    if not 0 <= args.backbone_layers <= 6:
+        parser.error(f"--backbone-layers must be 0 (all) or 1..6 (MiniLM-L6's layers), got {args.backbone_layers}")
+    if not 0 <= args.train_layers <= (args.backbone_layers or 6):
+        parser.error(f"--train-layers must be 0 (all) or 1..{args.backbone_layers or 6} (the layers kept), got {args.train_layers}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     config = FinetuneConfig(max_tokens=args.max_tokens, epochs=args.epochs, learning_rate=args.learning_rate,
                             rank_weight=args.rank_weight, threads=args.threads, device=args.device,
-                            init_backbone=str(args.init_backbone or ""))
+                            init_backbone=str(args.init_backbone or ""), backbone_layers=args.backbone_layers,
+                            train_layers=args.train_layers)
     record = finetune(args.castillo, args.out, config, log=lambda line: print(line, flush=True))
     print(f"best epoch {record.get('best_epoch')}; backbone: {args.out}")
     if args.score:

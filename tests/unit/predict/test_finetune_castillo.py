@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from forethought.predict import Predictor
-from forethought.predict.artifact import DELTA_FILE, WORDS_FILE, BackboneSource, Forecaster
+from forethought.predict.artifact import DELTA_FILE, WORDS_FILE, BackboneSource, Forecaster, float_backbone
 from forethought.predict.castillo import castillo_splits, load_pairs
 from forethought.predict.evaluate import OVERALL
 from forethought.predict.finetune_castillo import PHASE1_HEAD, FinetuneConfig, finetune, phase1_rows
@@ -103,6 +103,21 @@ def test_fine_tuning_changes_the_encoder_only_and_ships_as_an_int8_delta(castill
     assert len(reloaded.model.backbone.encoder.layer) == 2
     assert torch.equal(torch.as_tensor(reloaded.embed(prompts)), torch.as_tensor(cut.embed(prompts)))
     assert not torch.equal(torch.as_tensor(cut.embed(prompts)), torch.as_tensor(states))
+    # phase 1 continues from that artifact: its int8 weights dequantized, and with train_layers only the
+    # last layer (and a fresh head) learns
+    floats = float_backbone(tmp_path / "cut").state_dict()
+    delta = load_file(tmp_path / "cut" / DELTA_FILE)
+    dense = "encoder.layer.1.output.dense"
+    scale, zero_point = float(delta[f"{dense}.weight_scale"][0]), int(delta[f"{dense}.weight_zero_point"][0])
+    assert torch.equal(floats[f"{dense}.weight"], (delta[f"{dense}.weight_int8"].float() - zero_point) * scale)
+    finetune(castillo_file, tmp_path / "top", replace(config, init_backbone=str(tmp_path / "cut"), train_layers=1), log=lines.append)
+    top = AutoModel.from_pretrained(str(tmp_path / "top")).state_dict()
+    assert len({name.split(".")[2] for name in top if name.startswith("encoder.layer.")}) == 2
+    below = [name for name in floats if not name.startswith("encoder.layer.1.")]
+    assert below and all(torch.equal(top[name], floats[name]) for name in below)
+    assert not torch.equal(top[f"{dense}.weight"], floats[f"{dense}.weight"])
+    with pytest.raises(ValueError, match="train_layers must be 1..2"):
+        finetune(castillo_file, tmp_path / "none", replace(config, init_backbone=str(tmp_path / "cut"), train_layers=3), log=lines.append)
 
 
 def test_a_backbone_keeps_between_one_layer_and_all_of_them() -> None:
@@ -113,3 +128,19 @@ def test_a_backbone_keeps_between_one_layer_and_all_of_them() -> None:
         with pytest.raises(ValueError, match="layers must be 1..6"):
             first_layers(backbone, layers)
     assert len(first_layers(backbone, 3).encoder.layer) == 3 and backbone.config.num_hidden_layers == 3
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--train-layers", "-1"], "--train-layers must be 0 (all) or 1..6 (the layers kept), got -1"),
+    (["--backbone-layers", "4", "--train-layers", "5"], "--train-layers must be 0 (all) or 1..4 (the layers kept), got 5"),
+    (["--backbone-layers", "7"], "--backbone-layers must be 0 (all) or 1..6 (MiniLM-L6's layers), got 7"),
+])
+def test_layer_flags_out_of_range_are_refused_naming_the_flag(flags: list[str], message: str, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from forethought.predict.finetune_castillo import main
+
+    with pytest.raises(SystemExit) as refused:
+        main(["--castillo", str(tmp_path / "pairs.jsonl.gz"), "--out", str(tmp_path / "out"), *flags])
+    assert refused.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
