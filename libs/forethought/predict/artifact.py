@@ -313,7 +313,7 @@ class Forecaster:
 
     @classmethod
     def load(cls, directory: Path) -> Forecaster:
-        from transformers import AutoModel, AutoTokenizer
+        from transformers import AutoTokenizer
 
         directory = Path(directory)
         problem = artifact_problem(directory)
@@ -321,9 +321,7 @@ class Forecaster:
             raise ValueError(f"{problem}: train one with `forethought train-predictor`")
         config = ForecasterConfig.from_json(json.loads((directory / "config.json").read_text()))
         backbone_dir = config.backbone.directory(directory)
-        backbone = AutoModel.from_pretrained(str(backbone_dir))
-        if config.backbone_layers:
-            backbone = first_layers(backbone, config.backbone_layers)
+        backbone = _base_backbone(directory, config)
         if config.backbone_int8:
             backbone = int8_backbone(backbone)
         if config.backbone is BackboneSource.DELTA:
@@ -386,39 +384,41 @@ def int8_delta(backbone: torch.nn.Module) -> dict[str, torch.Tensor]:
     return delta
 
 
+def _base_backbone(directory: Path, config: ForecasterConfig) -> torch.nn.Module:
+    """The float backbone an artifact's weights are laid over: its backbone folder's, cut to its layers."""
+    from transformers import AutoModel
+
+    backbone = AutoModel.from_pretrained(str(config.backbone.directory(Path(directory))))
+    return first_layers(backbone, config.backbone_layers) if config.backbone_layers else backbone
+
+
 def float_backbone(directory: Path) -> torch.nn.Module:
     """The backbone of the predictor artifact in ``directory`` in float32, cut as it serves: an int8 delta's
     weights dequantized onto the packaged MiniLM (the network it serves, to fine-tune further:
     ``finetune_castillo --init-backbone``)."""
-    from transformers import AutoModel
-
     config = ForecasterConfig.from_json(json.loads((Path(directory) / "config.json").read_text()))
-    backbone = AutoModel.from_pretrained(str(config.backbone.directory(Path(directory))))
-    if config.backbone_layers:
-        backbone = first_layers(backbone, config.backbone_layers)
+    backbone = _base_backbone(directory, config)
     if config.backbone is not BackboneSource.DELTA:
         return backbone
     delta = load_file(Path(directory) / DELTA_FILE)
-    own = {**dict(backbone.named_parameters()), **dict(backbone.named_buffers())}
+    linears = {name.removesuffix(".weight_int8") for name in delta if name.endswith(".weight_int8")}
     with torch.no_grad():
-        for name, tensor in delta.items():
-            if name.endswith(".weight_int8"):
-                linear = name.removesuffix(".weight_int8")
-                scale, zero_point = float(delta[f"{linear}.weight_scale"][0]), int(delta[f"{linear}.weight_zero_point"][0])
-                own[f"{linear}.weight"].copy_((tensor.float() - zero_point) * scale)
-            elif not name.endswith((".weight_scale", ".weight_zero_point")):
-                own[name].copy_(tensor)
+        for name in linears:
+            linear = backbone.get_submodule(name)
+            linear.weight.copy_(_delta_weight(delta, name).dequantize())
+            linear.bias.copy_(delta[f"{name}.bias"])
+    _lay_floats(backbone, {name: tensor for name, tensor in delta.items() if not name.startswith(tuple(linears))})
     return backbone
 
 
-def apply_int8_delta(backbone: torch.nn.Module, delta: dict[str, torch.Tensor]) -> None:
-    """Lay ``int8_delta``'s tensors over an int8 backbone (in place; the int8 weights exactly as saved)."""
-    linears = _dynamic_linears(backbone)
-    for name, module in linears.items():
-        weight = torch._make_per_tensor_quantized_tensor(
-            delta[f"{name}.weight_int8"], float(delta[f"{name}.weight_scale"][0]), int(delta[f"{name}.weight_zero_point"][0]))
-        module.set_weight_bias(weight, delta[f"{name}.bias"])
-    floats = {name: tensor for name, tensor in delta.items() if not name.startswith(tuple(linears))}
+def _delta_weight(delta: dict[str, torch.Tensor], linear: str) -> torch.Tensor:
+    """The int8 weight ``int8_delta`` saved for the Linear named ``linear``, as a quantized tensor."""
+    return torch._make_per_tensor_quantized_tensor(
+        delta[f"{linear}.weight_int8"], float(delta[f"{linear}.weight_scale"][0]), int(delta[f"{linear}.weight_zero_point"][0]))
+
+
+def _lay_floats(backbone: torch.nn.Module, floats: dict[str, torch.Tensor]) -> None:
+    """Copy ``floats`` onto the backbone's parameters and buffers of the same names (in place)."""
     own = {**dict(backbone.named_parameters()), **dict(backbone.named_buffers())}
     missing = set(floats) - set(own)
     if missing:
@@ -426,3 +426,11 @@ def apply_int8_delta(backbone: torch.nn.Module, delta: dict[str, torch.Tensor]) 
     with torch.no_grad():
         for name, tensor in floats.items():
             own[name].copy_(tensor)
+
+
+def apply_int8_delta(backbone: torch.nn.Module, delta: dict[str, torch.Tensor]) -> None:
+    """Lay ``int8_delta``'s tensors over an int8 backbone (in place; the int8 weights exactly as saved)."""
+    linears = _dynamic_linears(backbone)
+    for name, module in linears.items():
+        module.set_weight_bias(_delta_weight(delta, name), delta[f"{name}.bias"])
+    _lay_floats(backbone, {name: tensor for name, tensor in delta.items() if not name.startswith(tuple(linears))})
