@@ -261,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="train only the last N transformer layers and the head (0: the whole encoder)")
     parser.add_argument("--score", action="store_true", help="then score phase 1 alone on the scored validate prompts")
     args = parser.parse_args(argv)
+    if args.rank_weight < 0:
+        parser.error(f"--rank-weight must be 0 or more, got {args.rank_weight}")
     if not 0 <= args.backbone_layers <= 6:
         parser.error(f"--backbone-layers must be 0 (all) or 1..6 (MiniLM-L6's layers), got {args.backbone_layers}")
     if not 0 <= args.train_layers <= (args.backbone_layers or 6):

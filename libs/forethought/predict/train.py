@@ -347,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.word_buckets is not None and args.word_buckets < 0:
         parser.error(f"--word-buckets must be 0 or more, got {args.word_buckets}")
+    if args.rank_weight is not None and args.rank_weight < 0:
+        parser.error(f"--rank-weight must be 0 or more, got {args.rank_weight}")
     if args.backbone_layers is not None and not 1 <= args.backbone_layers <= 6:
         parser.error(f"--backbone-layers must be 1..6 (MiniLM-L6's layers), got {args.backbone_layers}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -134,6 +134,7 @@ def test_a_backbone_keeps_between_one_layer_and_all_of_them() -> None:
     (["--train-layers", "-1"], "--train-layers must be 0 (all) or 1..6 (the layers kept), got -1"),
     (["--backbone-layers", "4", "--train-layers", "5"], "--train-layers must be 0 (all) or 1..4 (the layers kept), got 5"),
     (["--backbone-layers", "7"], "--backbone-layers must be 0 (all) or 1..6 (MiniLM-L6's layers), got 7"),
+    (["--rank-weight", "-0.5"], "--rank-weight must be 0 or more, got -0.5"),
 ])
 def test_layer_flags_out_of_range_are_refused_naming_the_flag(flags: list[str], message: str, tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:

@@ -135,13 +135,15 @@ def test_the_word_table_reads_what_the_backbone_window_misses(tmp_path: Path, wo
         assert 0.5 < ratio < 2  # the last 16 tokens are the same filler for both
 
 
-def test_a_negative_word_table_size_is_refused_naming_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("flag", ["--word-buckets", "--rank-weight"])
+def test_a_negative_word_table_size_or_rank_weight_is_refused_naming_the_flag(
+        flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from forethought.predict.train import main
 
     with pytest.raises(SystemExit) as refused:
-        main(["--castillo", str(tmp_path / "pairs.jsonl.gz"), "--word-buckets", "-1", "--out", str(tmp_path / "model")])
+        main(["--castillo", str(tmp_path / "pairs.jsonl.gz"), flag, "-1", "--out", str(tmp_path / "model")])
     assert refused.value.code == 2
-    assert "--word-buckets must be 0 or more, got -1" in capsys.readouterr().err
+    assert f"{flag} must be 0 or more, got -1" in capsys.readouterr().err
     assert not (tmp_path / "model").exists()
 
 
