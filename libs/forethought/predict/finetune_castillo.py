@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from forethought.predict.artifact import artifact_problem, float_backbone
+from forethought.predict.artifact import ForecasterConfig, artifact_problem, float_backbone
 from forethought.predict.castillo import LengthPair, castillo_splits, load_pairs
 from forethought.predict.evaluate import castillo_rows
 from forethought.predict.fitting import length_sorted_batches, torch_threads
@@ -208,6 +208,16 @@ def initial_backbone(config: FinetuneConfig) -> torch.nn.Module:
     return backbone
 
 
+def starting_layers(init_backbone: Path | None) -> int:
+    """Transformer layers of the backbone phase 1 starts from: a predictor artifact's as it serves, a
+    folder this command wrote, or the packaged MiniLM's (``init_backbone`` None)."""
+    source = init_backbone or packaged_backbone_dir()
+    config = json.loads((source / "config.json").read_text())
+    if artifact_problem(source) is None:
+        return ForecasterConfig.from_json(config).backbone_layers or starting_layers(None)
+    return int(config["num_hidden_layers"])
+
+
 def phase1_rows(backbone_dir: Path, path: Path, config: FinetuneConfig) -> dict[str, tuple[PairReport, PairReport]]:
     """Phase 1 alone (``backbone_dir``'s backbone and head, float32, at ``config``'s window) scored on
     ``path``'s scored validate pairs: ``evaluate``'s reports per model and their mean; a forecast's class
@@ -263,10 +273,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.rank_weight < 0:
         parser.error(f"--rank-weight must be 0 or more, got {args.rank_weight}")
-    if not 0 <= args.backbone_layers <= 6:
-        parser.error(f"--backbone-layers must be 0 (all) or 1..6 (MiniLM-L6's layers), got {args.backbone_layers}")
-    if not 0 <= args.train_layers <= (args.backbone_layers or 6):
-        parser.error(f"--train-layers must be 0 (all) or 1..{args.backbone_layers or 6} (the layers kept), got {args.train_layers}")
+    if args.init_backbone is not None and not (args.init_backbone / "config.json").is_file():
+        parser.error(f"--init-backbone must be a folder this command wrote or a predictor artifact, got {args.init_backbone}")
+    layers = starting_layers(args.init_backbone)
+    if not 0 <= args.backbone_layers <= layers:
+        parser.error(f"--backbone-layers must be 0 (all) or 1..{layers} (the starting backbone's layers), got {args.backbone_layers}")
+    if not 0 <= args.train_layers <= (args.backbone_layers or layers):
+        parser.error(f"--train-layers must be 0 (all) or 1..{args.backbone_layers or layers} (the layers kept), got {args.train_layers}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     config = FinetuneConfig(max_tokens=args.max_tokens, epochs=args.epochs, learning_rate=args.learning_rate,
                             rank_weight=args.rank_weight, threads=args.threads, device=args.device,

@@ -13,7 +13,8 @@ from forethought.predict import Predictor
 from forethought.predict.artifact import DELTA_FILE, WORDS_FILE, BackboneSource, Forecaster, float_backbone
 from forethought.predict.castillo import castillo_splits, load_pairs
 from forethought.predict.evaluate import OVERALL
-from forethought.predict.finetune_castillo import PHASE1_HEAD, FinetuneConfig, finetune, phase1_rows
+from forethought.predict.finetune_castillo import PHASE1_HEAD, FinetuneConfig, finetune, phase1_rows, starting_layers
+from forethought.predict.finetune_castillo import main as finetune_main
 from forethought.predict.proxy import first_layers, packaged_backbone_dir
 from forethought.predict.train_castillo import CastilloConfig, pairwise_rank_loss, train_castillo
 from safetensors.torch import load_file
@@ -118,6 +119,12 @@ def test_fine_tuning_changes_the_encoder_only_and_ships_as_an_int8_delta(castill
     assert not torch.equal(top[f"{dense}.weight"], floats[f"{dense}.weight"])
     with pytest.raises(ValueError, match="train_layers must be 1..2"):
         finetune(castillo_file, tmp_path / "none", replace(config, init_backbone=str(tmp_path / "cut"), train_layers=3), log=lines.append)
+    # the command refuses that before training, from the artifact's own layer count
+    assert starting_layers(tmp_path / "cut") == 2 and starting_layers(tmp_path / "top") == 2 and starting_layers(None) == 6
+    with pytest.raises(SystemExit, match="2"):
+        finetune_main(["--castillo", str(castillo_file), "--out", str(tmp_path / "none"), "--init-backbone", str(tmp_path / "cut"),
+                       "--train-layers", "3"])
+    assert not (tmp_path / "none").exists()
 
 
 def test_a_backbone_keeps_between_one_layer_and_all_of_them() -> None:
@@ -133,15 +140,14 @@ def test_a_backbone_keeps_between_one_layer_and_all_of_them() -> None:
 @pytest.mark.parametrize(("flags", "message"), [
     (["--train-layers", "-1"], "--train-layers must be 0 (all) or 1..6 (the layers kept), got -1"),
     (["--backbone-layers", "4", "--train-layers", "5"], "--train-layers must be 0 (all) or 1..4 (the layers kept), got 5"),
-    (["--backbone-layers", "7"], "--backbone-layers must be 0 (all) or 1..6 (MiniLM-L6's layers), got 7"),
+    (["--backbone-layers", "7"], "--backbone-layers must be 0 (all) or 1..6 (the starting backbone's layers), got 7"),
+    (["--init-backbone", "/nonexistent"], "--init-backbone must be a folder this command wrote or a predictor artifact, got /nonexistent"),
     (["--rank-weight", "-0.5"], "--rank-weight must be 0 or more, got -0.5"),
 ])
 def test_layer_flags_out_of_range_are_refused_naming_the_flag(flags: list[str], message: str, tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
-    from forethought.predict.finetune_castillo import main
-
     with pytest.raises(SystemExit) as refused:
-        main(["--castillo", str(tmp_path / "pairs.jsonl.gz"), "--out", str(tmp_path / "out"), *flags])
+        finetune_main(["--castillo", str(tmp_path / "pairs.jsonl.gz"), "--out", str(tmp_path / "out"), *flags])
     assert refused.value.code == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
