@@ -19,6 +19,7 @@ Artifact layout (one folder, written atomically)::
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import shutil
@@ -40,6 +41,7 @@ from forethought.predict.length_forecast import LengthForecast
 from forethought.predict.prompt_words import WordTable, model_columns
 from forethought.predict.proxy import (
     Formulation,
+    LastHiddenState,
     Pooling,
     ProxyLengthModel,
     first_layers,
@@ -49,6 +51,7 @@ from forethought.predict.proxy import (
     padding_bounded_batches,
     predicted_buckets,
     prompt_token_ids,
+    traced_encoder,
 )
 from forethought.predict.served_models import SERVED_MODEL, model_features, model_input_width
 
@@ -154,11 +157,13 @@ def artifact_problem(directory: Path) -> str | None:
 
 class Forecaster:
     """Immutable once built: a model, its tokenizer, buckets, residual spread (overall, and per known
-    model in ``model_spreads``) and, for a head trained with one, the word table whose term joins its estimate."""
+    model in ``model_spreads``) and, for a head trained with one, the word table whose term joins its estimate.
+    Its backbone's forward is traced into a graph at the first embedding (``traced``; the same states, less
+    Python per layer)."""
 
     def __init__(
         self, model: ProxyLengthModel, tokenizer: Any, config: ForecasterConfig, spread: ResidualSpread,
-        model_spreads: dict[str, ResidualSpread] | None = None, words: WordTable | None = None,
+        model_spreads: dict[str, ResidualSpread] | None = None, words: WordTable | None = None, traced: bool = True,
     ) -> None:
         if (words is None) != (config.word_buckets == 0):
             state = "missing" if words is None else "given"
@@ -170,6 +175,12 @@ class Forecaster:
         self.model_spreads = model_spreads or {}
         self.words = words.eval() if words is not None else None
         self.buckets = LengthBuckets(config.bucket_edges)
+        self.traced = traced
+
+    @functools.cached_property
+    def _encoder(self) -> torch.nn.Module:
+        """The backbone's forward: a graph traced at the first embedding, or (``traced`` False) the module as is."""
+        return traced_encoder(self.model.backbone) if self.traced else LastHiddenState(self.model.backbone)
 
     def knows(self, model: str) -> bool:
         """Whether the head was trained on ``model``'s lengths."""
@@ -186,7 +197,9 @@ class Forecaster:
         token_ids = prompt_token_ids(self.tokenizer, prompts, self.config.max_tokens)
         states = np.zeros((len(prompts), self.model.backbone.config.hidden_size), np.float32)
         for rows in padding_bounded_batches([len(ids) for ids in token_ids], INFERENCE_PADDED_TOKENS, INFERENCE_BATCH):
-            states[rows] = self.model.embed(**padded(self.tokenizer, [token_ids[row] for row in rows])).numpy()
+            inputs = padded(self.tokenizer, [token_ids[row] for row in rows])
+            mask = inputs["attention_mask"]
+            states[rows] = self.model.pool(self._encoder(inputs["input_ids"], mask), mask).numpy()
         return states
 
     @torch.inference_mode()
@@ -276,16 +289,19 @@ class Forecaster:
             self.model.backbone, config.formulation, config.head_hidden, config.pooling, model_input_width(config.models)
         )
         model.head.load_state_dict(head_state)
-        return Forecaster(model, self.tokenizer, config, spread, self.model_spreads, words)
+        refitted = Forecaster(model, self.tokenizer, config, spread, self.model_spreads, words, self.traced)
+        if "_encoder" in vars(self):  # the same backbone: its forward, once recorded, serves the new head too
+            vars(refitted)["_encoder"] = self._encoder
+        return refitted
 
-    def with_speed(self, max_tokens: int, int8: bool) -> Forecaster:
+    def with_speed(self, max_tokens: int, int8: bool, traced: bool = True) -> Forecaster:
         """The same head reading the last ``max_tokens`` tokens, on an int8 copy of the backbone if ``int8``
-        (an int8 backbone stays int8)."""
+        (an int8 backbone stays int8), its forward traced unless ``traced`` is False."""
         backbone = int8_backbone(copy.deepcopy(self.model.backbone)) if int8 and not self.config.backbone_int8 else self.model.backbone
         config = replace(self.config, max_tokens=max_tokens, backbone_int8=int8 or self.config.backbone_int8)
         model = ProxyLengthModel(backbone, config.formulation, config.head_hidden, config.pooling, model_input_width(config.models))
         model.head.load_state_dict(self.model.head.state_dict())
-        return Forecaster(model, self.tokenizer, config, self.spread, self.model_spreads, self.words)
+        return Forecaster(model, self.tokenizer, config, self.spread, self.model_spreads, self.words, traced)
 
     def save(self, directory: Path) -> Path:
         """Write the artifact to ``directory`` atomically (staged beside it, then renamed)."""

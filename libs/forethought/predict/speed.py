@@ -6,9 +6,10 @@ overhead: 7.6 ms per prompt on a GPU).
 For each artifact, token window (the prompt's last N MiniLM tokens; an artifact's head is trained at one
 window, shorter ones read less of the same prompt) and backbone precision (float32, or the Linear layers
 as dynamic int8), it times one ``Forecaster.forecast([prompt])`` call per prompt on CASTILLO validate
-prompts (p50, p99) and scores the same setting on the artifact's scored validate pairs (Kendall tau
-against single answers and SSJF-edge accuracy, averaged over models), so each speed trick shows its
-accuracy cost beside its latency.
+prompts (p50, p99), with the backbone's forward traced into a graph as the service runs it and, on the
+next row, called as a module, and scores the setting on the artifact's scored validate pairs (Kendall
+tau against single answers and SSJF-edge accuracy, averaged over models), so each speed trick shows its
+accuracy cost beside its latency. Tracing changes no state, so both rows share one score.
 """
 
 from __future__ import annotations
@@ -56,14 +57,16 @@ def speed_rows(
         # an int8 artifact has no float32 backbone to go back to
         for int8 in (True,) if forecaster.config.backbone_int8 else (False, True):
             variant = forecaster.with_speed(window, int8)
-            timings = latencies_ms(variant, timed_pairs)
             points, p90s = pair_forecasts(variant, sample, embedding_cache=None)
             overall = castillo_rows(sample, points, p90s, variant.spread_for)[OVERALL][0]
-            rows.append(
-                f"| {name} | {forecaster.config.training.get('max_tokens', forecaster.config.max_tokens)} | {window} | "
-                f"{'int8' if int8 else 'float32'} | {np.percentile(timings, 50):.1f} | {np.percentile(timings, 99):.1f} | "
-                f"{overall.tau_samples:.3f} | {overall.ssjf_accuracy:.3f} | {overall.pairs} |"
-            )
+            for traced in (True, False):
+                timings = latencies_ms(forecaster.with_speed(window, int8, traced), timed_pairs)
+                rows.append(
+                    f"| {name} | {forecaster.config.training.get('max_tokens', forecaster.config.max_tokens)} | {window} | "
+                    f"{'int8' if int8 else 'float32'} | {'traced' if traced else 'module'} | "
+                    f"{np.percentile(timings, 50):.1f} | {np.percentile(timings, 99):.1f} | "
+                    f"{overall.tau_samples:.3f} | {overall.ssjf_accuracy:.3f} | {overall.pairs} |"
+                )
     return rows
 
 
@@ -80,8 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     pairs = load_pairs(args.castillo, ["validate"])
     print(f"torch threads {args.threads}; one forecast([prompt]) call per prompt; accuracy: mean over models\n")
-    print("| predictor | trained window | window | backbone | p50 (ms) | p99 (ms) | tau vs samples | SSJF-edge acc | pairs scored |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| predictor | trained window | window | backbone | forward | p50 (ms) | p99 (ms) | tau vs samples | SSJF-edge acc "
+          "| pairs scored |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for directory in args.model or [None]:
         choice = resolve_predictor(directory)
         for row in speed_rows(Forecaster.load(choice.directory), str(directory or "default"), pairs, args.windows,

@@ -1,10 +1,21 @@
-"""How prompts become the backbone's inputs: the last tokens kept, and batches whose padding is bounded."""
+"""How prompts become the backbone's inputs and states: the last tokens kept, batches whose padding is bounded,
+and the traced encoder that serves them."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pytest
 import torch
-from forethought.predict.proxy import encode_prompts, packaged_backbone_dir, padding_bounded_batches, prompt_token_ids
+from forethought.predict.artifact import Forecaster, int8_backbone
+from forethought.predict.proxy import (
+    encode_prompts,
+    packaged_backbone_dir,
+    padding_bounded_batches,
+    prompt_token_ids,
+    traced_encoder,
+)
 
 
 def as_lists(batches: list[np.ndarray]) -> list[list[int]]:
@@ -43,3 +54,37 @@ def test_a_prompt_keeps_its_last_tokens_and_padding_is_masked() -> None:
     assert encoded["input_ids"].shape == (2, 6)
     assert torch.equal(encoded["attention_mask"].sum(dim=1), torch.tensor([len(ids[0]), len(ids[1])]))
     assert encoded["input_ids"][1, len(ids[1]):].eq(tokenizer.pad_token_id).all()
+
+
+@pytest.mark.parametrize("int8", [False, True])
+def test_the_traced_encoder_matches_the_backbone_at_every_length_and_padding(int8: bool) -> None:
+    from transformers import AutoModel
+
+    backbone = AutoModel.from_pretrained(str(packaged_backbone_dir())).eval()
+    backbone = int8_backbone(backbone) if int8 else backbone
+    traced = traced_encoder(backbone)
+    generator = torch.Generator().manual_seed(0)
+    with torch.inference_mode():
+        # recorded on a batch of 2 x 4 tokens: other batch sizes, lengths up to the window, one token, all unpadded
+        for rows, length in ((1, 1), (1, 37), (3, 128), (5, 512)):
+            input_ids = torch.randint(1000, 20000, (rows, length), generator=generator)
+            mask = torch.ones(rows, length, dtype=torch.long)
+            if rows > 1:
+                mask[1:, length // 3:] = 0
+            expected = backbone(input_ids=input_ids, attention_mask=mask).last_hidden_state
+            assert torch.equal(traced(input_ids, mask), expected), (rows, length)
+        # it shares the backbone's weights: a change to them is what it computes with
+        before = traced(input_ids[:1, :8], mask[:1, :8]).clone()
+        backbone.embeddings.LayerNorm.weight.mul_(2.0)
+        assert not torch.equal(traced(input_ids[:1, :8], mask[:1, :8]), before)
+
+
+def test_a_forecaster_embeds_through_its_traced_forward_as_through_the_module(quick_artifact: Path) -> None:
+    forecaster = Forecaster.load(quick_artifact)
+    prompts = ["Write a haiku about the sea.", "hi", "Explain, step by step, how a hash map resizes. " * 40]
+    states = forecaster.embed(prompts)
+    plain = forecaster.with_speed(forecaster.config.max_tokens, forecaster.config.backbone_int8, traced=False)
+    assert isinstance(forecaster._encoder, torch.jit.ScriptModule) and not isinstance(plain._encoder, torch.jit.ScriptModule)
+    assert np.array_equal(states, plain.embed(prompts))
+    # a refit head shares the backbone, and so the forward already recorded
+    assert forecaster.with_head(forecaster.model.head.state_dict(), forecaster.spread)._encoder is forecaster._encoder
