@@ -118,7 +118,7 @@ class LastHiddenState(nn.Module):
 
 def traced_encoder(backbone: nn.Module) -> torch.jit.ScriptModule:
     """``backbone``'s forward recorded once as a TorchScript graph, sharing its weights: the same arithmetic
-    without the Python of every layer's call, about a quarter off a forecast at the median prompt
+    without the Python of every layer's call, about a fifth off a forecast at the median prompt
     (docs/predictor.md, Speed). Recorded on a padded batch so that the attention mask is always applied;
     the branches the tracer warns of test shapes that are fixed for an encoder given a mask."""
     example_ids = torch.ones((2, 4), dtype=torch.long)
