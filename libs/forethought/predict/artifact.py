@@ -182,6 +182,12 @@ class Forecaster:
         """The backbone's forward: a graph traced at the first embedding, or (``traced`` False) the module as is."""
         return traced_encoder(self.model.backbone) if self.traced else LastHiddenState(self.model.backbone)
 
+    def warm_up(self) -> None:
+        """Records the traced forward and runs it past the graph executor's first, profiling calls (about
+        0.3 s in all), so that no forecast a caller waits on pays for them."""
+        for words in (1, 16, 128):
+            self.embed(["warm up " * words])
+
     def knows(self, model: str) -> bool:
         """Whether the head was trained on ``model``'s lengths."""
         return model in self.config.models

@@ -109,6 +109,11 @@ class Predictor:
         store = ObservationStore(observations_path)
         return cls(Forecaster.load(Path(directory)), Path(directory), store, **options)  # type: ignore[arg-type]  # options: __init__'s keywords
 
+    def warm_up(self) -> None:
+        """Readies the forecaster's forward before the first request (``Forecaster.warm_up``); a refitted
+        head shares it."""
+        self.handle.current.warm_up()
+
     @property
     def version(self) -> int:
         return self.handle.current.config.version

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from forethought.predict import Predictor
 from forethought.predict.artifact import Forecaster, int8_backbone
 from forethought.predict.proxy import (
     encode_prompts,
@@ -88,3 +89,10 @@ def test_a_forecaster_embeds_through_its_traced_forward_as_through_the_module(qu
     assert np.array_equal(states, plain.embed(prompts))
     # a refit head shares the backbone, and so the forward already recorded
     assert forecaster.with_head(forecaster.model.head.state_dict(), forecaster.spread)._encoder is forecaster._encoder
+
+
+def test_warming_up_records_the_traced_forward_before_any_forecast(quick_artifact: Path) -> None:
+    predictor = Predictor.load(quick_artifact)
+    assert "_encoder" not in vars(predictor.handle.current)  # nothing recorded at load
+    predictor.warm_up()
+    assert isinstance(vars(predictor.handle.current)["_encoder"], torch.jit.ScriptModule)

@@ -50,6 +50,8 @@ def build(settings: Settings) -> PlainService:
     log.info("forecasting with the %s", choice.description)
     observations = Path(settings.observations_path).expanduser() if settings.observations_path else None
     predictor = Predictor.load(choice.directory, observations_path=observations)
+    # the first forecast would otherwise record the traced forward, past the scheduler's forecast timeout
+    predictor.warm_up()
     batching = BatchingPredictor(predictor.predict, max_batch=settings.max_batch, max_wait_s=settings.max_wait_ms / 1000,
                                  on_forward=observe_batch)
     return PlainService(
