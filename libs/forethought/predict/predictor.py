@@ -225,8 +225,9 @@ class Predictor:
         return target
 
     def reload(self, directory: Path) -> int:
-        """Load the artifact in ``directory`` and swap it in; returns its version."""
+        """Load the artifact in ``directory``, warm it up and swap it in; returns its version."""
         forecaster = Forecaster.load(Path(directory))
+        forecaster.warm_up()  # while the one it replaces serves, so no forecast waits on the trace
         self.handle.swap(forecaster)
         self.artifact_dir = Path(directory)
         return forecaster.config.version

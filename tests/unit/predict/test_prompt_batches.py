@@ -91,8 +91,11 @@ def test_a_forecaster_embeds_through_its_traced_forward_as_through_the_module(qu
     assert forecaster.with_head(forecaster.model.head.state_dict(), forecaster.spread)._encoder is forecaster._encoder
 
 
-def test_warming_up_records_the_traced_forward_before_any_forecast(quick_artifact: Path) -> None:
+def test_warming_up_and_reloading_record_the_traced_forward_before_any_forecast(quick_artifact: Path) -> None:
     predictor = Predictor.load(quick_artifact)
     assert "_encoder" not in vars(predictor.handle.current)  # nothing recorded at load
     predictor.warm_up()
+    assert isinstance(vars(predictor.handle.current)["_encoder"], torch.jit.ScriptModule)
+    # a reloaded artifact is swapped in warmed up, with no forecast asked of it
+    predictor.reload(quick_artifact)
     assert isinstance(vars(predictor.handle.current)["_encoder"], torch.jit.ScriptModule)
