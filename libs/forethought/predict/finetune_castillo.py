@@ -41,7 +41,15 @@ from forethought.predict.evaluate import castillo_rows
 from forethought.predict.fitting import length_sorted_batches, torch_threads
 from forethought.predict.history import HISTORY_FEATURES
 from forethought.predict.metrics import PairReport, format_pair_table
-from forethought.predict.proxy import Formulation, Pooling, ProxyLengthModel, encode_prompts, first_layers, packaged_backbone_dir
+from forethought.predict.proxy import (
+    Formulation,
+    Pooling,
+    ProxyLengthModel,
+    encode_prompts,
+    first_layers,
+    packaged_backbone_dir,
+    with_packaged_layers,
+)
 from forethought.predict.served_models import model_features, model_input_width
 from forethought.predict.train_castillo import answer_l1, answer_targets, as_any_model, pairwise_rank_loss
 
@@ -65,7 +73,9 @@ class FinetuneConfig:
     # a backbone this module wrote, or a predictor artifact's (dequantized), to train further (its head starts
     # afresh); empty: the packaged MiniLM
     init_backbone: str = ""
-    backbone_layers: int = 0  # keep the first N transformer layers before training (0: all)
+    # keep the first N transformer layers before training (0: all); past the starting backbone's own, the
+    # packaged MiniLM's next layers are stacked on
+    backbone_layers: int = 0
     # train only the last N transformer layers and the head (0: the whole encoder): the layers below run
     # without gradients, which makes a 512-token epoch affordable on a CPU
     train_layers: int = 0
@@ -139,7 +149,9 @@ def finetune(path: Path, out_dir: Path, config: FinetuneConfig = FinetuneConfig(
     fit, held = PairBatches(splits["fit"], models).to(device), PairBatches(splits["calibration"], models).to(device)
     backbone_dir = packaged_backbone_dir()
     tokenizer = AutoTokenizer.from_pretrained(str(backbone_dir))
-    model = ProxyLengthModel(initial_backbone(config), Formulation.REG_L1, config.head_hidden, Pooling.MEAN,
+    backbone = initial_backbone(config)
+    torch.manual_seed(config.seed)  # after loading, which may draw: the fresh head starts the same for a seed
+    model = ProxyLengthModel(backbone, Formulation.REG_L1, config.head_hidden, Pooling.MEAN,
                              model_input_width(models)).to(device)
     model.start_at(fit.log_means)
     optimizer = torch.optim.AdamW([
@@ -149,9 +161,10 @@ def finetune(path: Path, out_dir: Path, config: FinetuneConfig = FinetuneConfig(
     token_counts = [len(ids) for ids in tokenizer(fit.prompts, truncation=True, max_length=config.max_tokens)["input_ids"]]
     rng = np.random.default_rng(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
-    torch.manual_seed(config.seed)
     record: dict[str, Any] = {"config": asdict(config), "data": Path(path).name, "fit_prompts": len(fit.prompts),
                               "held_out_prompts": len(held.prompts), "epochs": []}
+    if config.init_backbone:
+        record["init_training"] = starting_record(Path(config.init_backbone))
     best = float("inf")
     with torch_threads(config.threads):
         record["epochs"].append({"epoch": 0, "held_out_l1": held_out_loss(model, tokenizer, held, len(models), config)})
@@ -189,14 +202,16 @@ def finetune(path: Path, out_dir: Path, config: FinetuneConfig = FinetuneConfig(
 
 
 def initial_backbone(config: FinetuneConfig) -> torch.nn.Module:
-    """The backbone phase 1 starts from, cut to ``backbone_layers``, with what it does not train frozen: the
+    """The backbone phase 1 starts from, cut or grown to ``backbone_layers``, with what it does not train frozen: the
     word embeddings always (the shipped delta leaves them out), and with ``train_layers`` everything below
     the last N layers."""
     from transformers import AutoModel
 
     source = config.init_backbone or str(packaged_backbone_dir())
     backbone = float_backbone(Path(source)) if artifact_problem(Path(source)) is None else AutoModel.from_pretrained(source)
-    if config.backbone_layers:
+    if config.backbone_layers > len(backbone.encoder.layer):
+        backbone = with_packaged_layers(backbone, config.backbone_layers)
+    elif config.backbone_layers:
         backbone = first_layers(backbone, config.backbone_layers)
     frozen = [backbone.embeddings.word_embeddings]
     if config.train_layers:
@@ -216,6 +231,15 @@ def starting_layers(init_backbone: Path | None) -> int:
     if artifact_problem(source) is None:
         return ForecasterConfig.from_json(config).backbone_layers or starting_layers(None)
     return int(config["num_hidden_layers"])
+
+
+def starting_record(init_backbone: Path) -> dict[str, Any]:
+    """How the backbone a run continues from was trained: a predictor artifact's training record, or the
+    record of the run that wrote the folder (empty for a folder without one)."""
+    if artifact_problem(init_backbone) is None:
+        return dict(ForecasterConfig.from_json(json.loads((init_backbone / "config.json").read_text())).training)
+    written = init_backbone / "finetune.json"
+    return json.loads(written.read_text()) if written.is_file() else {}
 
 
 def phase1_rows(backbone_dir: Path, path: Path, config: FinetuneConfig) -> dict[str, tuple[PairReport, PairReport]]:
@@ -266,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="where to train: cuda (the default where a GPU is present) or cpu")
     parser.add_argument("--init-backbone", type=Path, default=None,
                         help="continue from a backbone this command wrote, or a predictor artifact's (its int8 weights dequantized)")
-    parser.add_argument("--backbone-layers", type=int, default=0, help="keep the backbone's first N transformer layers (0: all)")
+    parser.add_argument("--backbone-layers", type=int, default=0,
+                        help="keep the backbone's first N transformer layers (0: all); past its own, stack the packaged MiniLM's next ones")
     parser.add_argument("--train-layers", type=int, default=0,
                         help="train only the last N transformer layers and the head (0: the whole encoder)")
     parser.add_argument("--score", action="store_true", help="then score phase 1 alone on the scored validate prompts")
@@ -275,9 +300,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--rank-weight must be 0 or more, got {args.rank_weight}")
     if args.init_backbone is not None and not (args.init_backbone / "config.json").is_file():
         parser.error(f"--init-backbone must be a folder this command wrote or a predictor artifact, got {args.init_backbone}")
-    layers = starting_layers(args.init_backbone)
-    if not 0 <= args.backbone_layers <= layers:
-        parser.error(f"--backbone-layers must be 0 (all) or 1..{layers} (the starting backbone's layers), got {args.backbone_layers}")
+    layers, packaged = starting_layers(args.init_backbone), starting_layers(None)
+    if not 0 <= args.backbone_layers <= packaged:
+        parser.error(f"--backbone-layers must be 0 (all) or 1..{packaged} (past the starting backbone's {layers}, "
+                     f"the packaged MiniLM's next layers), got {args.backbone_layers}")
     if not 0 <= args.train_layers <= (args.backbone_layers or layers):
         parser.error(f"--train-layers must be 0 (all) or 1..{args.backbone_layers or layers} (the layers kept), got {args.train_layers}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -68,6 +68,20 @@ def first_layers(backbone: nn.Module, layers: int) -> nn.Module:
     return backbone
 
 
+def with_packaged_layers(backbone: nn.Module, layers: int) -> nn.Module:
+    """``backbone`` (a BERT encoder cut short) grown to ``layers`` transformer layers, in place, with the
+    packaged MiniLM's layers from its own count on: a layer to train over a fine-tuned, cut backbone."""
+    from transformers import AutoModel
+
+    own = len(backbone.encoder.layer)
+    packaged = AutoModel.from_pretrained(str(packaged_backbone_dir()))
+    if not own <= layers <= len(packaged.encoder.layer):
+        raise ValueError(f"layers must be {own}..{len(packaged.encoder.layer)}, got {layers}")
+    backbone.encoder.layer.extend(list(packaged.encoder.layer)[own:layers])
+    backbone.config.num_hidden_layers = layers
+    return backbone
+
+
 class ProxyLengthModel(nn.Module):
     """Backbone + head; ``embed`` is the pooled text state, ``head`` maps it, the history features and (for a
     model-aware head) ``model_inputs`` columns of ``served_models.model_features`` to the formulation's outputs."""

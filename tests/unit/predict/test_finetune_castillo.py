@@ -15,7 +15,7 @@ from forethought.predict.castillo import castillo_splits, load_pairs
 from forethought.predict.evaluate import OVERALL
 from forethought.predict.finetune_castillo import PHASE1_HEAD, FinetuneConfig, finetune, phase1_rows, starting_layers
 from forethought.predict.finetune_castillo import main as finetune_main
-from forethought.predict.proxy import first_layers, packaged_backbone_dir
+from forethought.predict.proxy import first_layers, packaged_backbone_dir, with_packaged_layers
 from forethought.predict.train_castillo import CastilloConfig, pairwise_rank_loss, train_castillo
 from safetensors.torch import load_file
 
@@ -119,6 +119,16 @@ def test_fine_tuning_changes_the_encoder_only_and_ships_as_an_int8_delta(castill
     assert not torch.equal(top[f"{dense}.weight"], floats[f"{dense}.weight"])
     with pytest.raises(ValueError, match="train_layers must be 1..2"):
         finetune(castillo_file, tmp_path / "none", replace(config, init_backbone=str(tmp_path / "cut"), train_layers=3), log=lines.append)
+    # or grows it by the packaged MiniLM's next layer, trained alone over the artifact's two, and records
+    # how the artifact it starts from was trained
+    grown_config = replace(config, init_backbone=str(tmp_path / "cut"), backbone_layers=3, train_layers=1)
+    grown = finetune(castillo_file, tmp_path / "grown", grown_config, log=lines.append)
+    grown_state = AutoModel.from_pretrained(str(tmp_path / "grown")).state_dict()
+    assert {name.split(".")[2] for name in grown_state if name.startswith("encoder.layer.")} == {"0", "1", "2"}
+    assert all(torch.equal(grown_state[name], floats[name]) for name in floats)
+    third = "encoder.layer.2.output.dense.weight"
+    assert not torch.equal(grown_state[third], packaged[third])
+    assert grown["init_training"] == cut.config.training and grown["init_training"]["backbone_layers"] == 2
     # the command refuses that before training, from the artifact's own layer count
     assert starting_layers(tmp_path / "cut") == 2 and starting_layers(tmp_path / "top") == 2 and starting_layers(None) == 6
     with pytest.raises(SystemExit, match="2"):
@@ -135,12 +145,29 @@ def test_a_backbone_keeps_between_one_layer_and_all_of_them() -> None:
         with pytest.raises(ValueError, match="layers must be 1..6"):
             first_layers(backbone, layers)
     assert len(first_layers(backbone, 3).encoder.layer) == 3 and backbone.config.num_hidden_layers == 3
+    # grown back with the packaged MiniLM's own next layers
+    packaged = AutoModel.from_pretrained(str(packaged_backbone_dir())).state_dict()
+    grown = with_packaged_layers(backbone, 5)
+    assert len(grown.encoder.layer) == 5 and grown.config.num_hidden_layers == 5
+    assert all(torch.equal(tensor, packaged[name]) for name, tensor in grown.state_dict().items())
+    for layers in (2, 7):
+        with pytest.raises(ValueError, match="layers must be 5..6"):
+            with_packaged_layers(grown, layers)
+
+
+def test_a_seed_starts_the_fresh_head_the_same_whatever_drew_before(castillo_file: Path, tmp_path: Path) -> None:
+    config = FinetuneConfig(max_tokens=16, epochs=0, batch_prompts=8, head_hidden=16, holdout_share=0.2, threads=1)
+    first = finetune(castillo_file, tmp_path / "first", config, log=lambda line: None)
+    torch.rand(1000)
+    again = finetune(castillo_file, tmp_path / "again", config, log=lambda line: None)
+    assert again["epochs"][0]["held_out_l1"] == first["epochs"][0]["held_out_l1"]
 
 
 @pytest.mark.parametrize(("flags", "message"), [
     (["--train-layers", "-1"], "--train-layers must be 0 (all) or 1..6 (the layers kept), got -1"),
     (["--backbone-layers", "4", "--train-layers", "5"], "--train-layers must be 0 (all) or 1..4 (the layers kept), got 5"),
-    (["--backbone-layers", "7"], "--backbone-layers must be 0 (all) or 1..6 (the starting backbone's layers), got 7"),
+    (["--backbone-layers", "7"],
+     "--backbone-layers must be 0 (all) or 1..6 (past the starting backbone's 6, the packaged MiniLM's next layers), got 7"),
     (["--init-backbone", "/nonexistent"], "--init-backbone must be a folder this command wrote or a predictor artifact, got /nonexistent"),
     (["--rank-weight", "-0.5"], "--rank-weight must be 0 or more, got -0.5"),
 ])
