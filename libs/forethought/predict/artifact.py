@@ -155,6 +155,11 @@ def artifact_problem(directory: Path) -> str | None:
     return None
 
 
+def artifact_config(directory: Path) -> ForecasterConfig:
+    """The configuration of the artifact in ``directory`` (``artifact_problem`` says whether it can load)."""
+    return ForecasterConfig.from_json(json.loads((Path(directory) / "config.json").read_text()))
+
+
 class Forecaster:
     """Immutable once built: a model, its tokenizer, buckets, residual spread (overall, and per known
     model in ``model_spreads``) and, for a head trained with one, the word table whose term joins its estimate.
@@ -341,7 +346,7 @@ class Forecaster:
         problem = artifact_problem(directory)
         if problem is not None:
             raise ValueError(f"{problem}: train one with `forethought train-predictor`")
-        config = ForecasterConfig.from_json(json.loads((directory / "config.json").read_text()))
+        config = artifact_config(directory)
         backbone_dir = config.backbone.directory(directory)
         backbone = _base_backbone(directory, config)
         if config.backbone_int8:
@@ -418,7 +423,7 @@ def float_backbone(directory: Path) -> torch.nn.Module:
     """The backbone of the predictor artifact in ``directory`` in float32, cut as it serves: an int8 delta's
     weights dequantized onto the packaged MiniLM (the network it serves, to fine-tune further:
     ``finetune_castillo --init-backbone``)."""
-    config = ForecasterConfig.from_json(json.loads((Path(directory) / "config.json").read_text()))
+    config = artifact_config(directory)
     backbone = _base_backbone(directory, config)
     if config.backbone is not BackboneSource.DELTA:
         return backbone

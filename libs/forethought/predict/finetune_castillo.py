@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from forethought.predict.artifact import ForecasterConfig, artifact_problem, float_backbone
+from forethought.predict.artifact import artifact_config, artifact_problem, float_backbone
 from forethought.predict.castillo import LengthPair, castillo_splits, load_pairs
 from forethought.predict.evaluate import castillo_rows
 from forethought.predict.fitting import length_sorted_batches, torch_threads
@@ -227,17 +227,16 @@ def starting_layers(init_backbone: Path | None) -> int:
     """Transformer layers of the backbone phase 1 starts from: a predictor artifact's as it serves, a
     folder this command wrote, or the packaged MiniLM's (``init_backbone`` None)."""
     source = init_backbone or packaged_backbone_dir()
-    config = json.loads((source / "config.json").read_text())
     if artifact_problem(source) is None:
-        return ForecasterConfig.from_json(config).backbone_layers or starting_layers(None)
-    return int(config["num_hidden_layers"])
+        return artifact_config(source).backbone_layers or starting_layers(None)
+    return int(json.loads((source / "config.json").read_text())["num_hidden_layers"])
 
 
 def starting_record(init_backbone: Path) -> dict[str, Any]:
     """How the backbone a run continues from was trained: a predictor artifact's training record, or the
     record of the run that wrote the folder (empty for a folder without one)."""
     if artifact_problem(init_backbone) is None:
-        return dict(ForecasterConfig.from_json(json.loads((init_backbone / "config.json").read_text())).training)
+        return artifact_config(init_backbone).training
     written = init_backbone / "finetune.json"
     return json.loads(written.read_text()) if written.is_file() else {}
 

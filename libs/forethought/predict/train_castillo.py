@@ -35,6 +35,7 @@ from forethought.predict.artifact import (
     BackboneSource,
     Forecaster,
     ForecasterConfig,
+    artifact_config,
     artifact_problem,
     int8_backbone,
     thinned_spread,
@@ -289,7 +290,7 @@ def finetune_record(backbone_dir: str) -> dict[str, Any]:
     if not backbone_dir:
         return {}
     if artifact_problem(Path(backbone_dir)) is None:
-        training = json.loads((Path(backbone_dir) / "config.json").read_text())["training"]
+        training = artifact_config(Path(backbone_dir)).training
         return {name: training[name] for name in ("backbone_dir", "finetune") if name in training}
     record = json.loads((Path(backbone_dir) / "finetune.json").read_text())
     epochs = [{"epoch": epoch["epoch"], "held_out_l1": epoch["held_out_l1"]} for epoch in record["epochs"]]
