@@ -25,6 +25,8 @@ import os
 import shutil
 import tempfile
 import warnings
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
@@ -36,6 +38,7 @@ from safetensors.torch import load_file, save_file
 
 from forethought.predict.buckets import QUANTILE_PERCENTS, LengthBuckets, ResidualSpread
 from forethought.predict.calibration import OnlineCalibration
+from forethought.predict.fitting import torch_threads
 from forethought.predict.history import NO_HISTORY, ConversationHistory, head_inputs
 from forethought.predict.length_forecast import LengthForecast
 from forethought.predict.prompt_words import WordTable, model_columns
@@ -84,6 +87,13 @@ class BackboneSource(str, Enum):
         return artifact_dir / "backbone" if self is BackboneSource.ARTIFACT else packaged_backbone_dir()
 
 
+class EncoderRuntime(str, Enum):
+    """What runs an int8 backbone's forward (docs/predictor.md, Speed)."""
+
+    TORCH = "torch"  # torch's dynamic int8 layers, traced into a graph
+    ONNXRUNTIME = "onnxruntime"  # the same network exported to ONNX and made dynamic int8 by ONNX Runtime
+
+
 @dataclass
 class ForecasterConfig:
     """What config.json holds besides the weights."""
@@ -110,10 +120,13 @@ class ForecasterConfig:
     word_buckets: int = 0
     # the backbone's first N transformer layers run, the rest are cut on load (0: all of them)
     backbone_layers: int = 0
+    # what runs the backbone's forward (ONNX Runtime: int8 only); its int8 arithmetic is not torch's, so an
+    # artifact is scored, and its head best fitted, on the runtime it names
+    encoder_runtime: EncoderRuntime = EncoderRuntime.TORCH
 
     def to_json(self) -> dict[str, Any]:
         data = dict(self.__dict__, formulation=self.formulation.value, backbone=self.backbone.value,
-                    pooling=self.pooling.value, format=ARTIFACT_FORMAT)
+                    pooling=self.pooling.value, encoder_runtime=self.encoder_runtime.value, format=ARTIFACT_FORMAT)
         data["bucket_edges"], data["bucket_log_medians"] = list(self.bucket_edges), list(self.bucket_log_medians)
         data["models"] = list(self.models)
         data["model_bucket_edges"] = {model: list(edges) for model, edges in self.model_bucket_edges.items()}
@@ -138,6 +151,7 @@ class ForecasterConfig:
             backbone_int8=bool(data.get("backbone_int8", False)),
             word_buckets=int(data.get("word_buckets", 0)),
             backbone_layers=int(data.get("backbone_layers", 0)),
+            encoder_runtime=EncoderRuntime(data.get("encoder_runtime", EncoderRuntime.TORCH.value)),
         )
 
 
@@ -163,8 +177,9 @@ def artifact_config(directory: Path) -> ForecasterConfig:
 class Forecaster:
     """Immutable once built: a model, its tokenizer, buckets, residual spread (overall, and per known
     model in ``model_spreads``) and, for a head trained with one, the word table whose term joins its estimate.
-    Its backbone's forward is traced into a graph at the first embedding (``traced``; the same states, less
-    Python per layer)."""
+    Its backbone's forward is built at the first embedding: on ONNX Runtime when its config says so (the
+    int8 network exported and quantized there, on a thread per physical core, while torch runs the rest of
+    a forecast on one), else traced into a torch graph (``traced``; the same states, less Python per layer)."""
 
     def __init__(
         self, model: ProxyLengthModel, tokenizer: Any, config: ForecasterConfig, spread: ResidualSpread,
@@ -173,6 +188,8 @@ class Forecaster:
         if (words is None) != (config.word_buckets == 0):
             state = "missing" if words is None else "given"
             raise ValueError(f"config.word_buckets is {config.word_buckets} but the word table is {state}")
+        if config.encoder_runtime is EncoderRuntime.ONNXRUNTIME and not config.backbone_int8:
+            raise ValueError("config.encoder_runtime onnxruntime runs an int8 backbone: config.backbone_int8 must be true")
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.config = config
@@ -183,13 +200,24 @@ class Forecaster:
         self.traced = traced
 
     @functools.cached_property
-    def _encoder(self) -> torch.nn.Module:
-        """The backbone's forward: a graph traced at the first embedding, or (``traced`` False) the module as is."""
+    def _encoder(self) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+        """The backbone's forward, built at the first embedding: on ONNX Runtime, a torch graph traced, or
+        (``traced`` False) the torch module as is."""
+        if self.config.encoder_runtime is EncoderRuntime.ONNXRUNTIME:
+            from forethought.predict.onnx_encoder import OnnxEncoder, int8_onnx_model
+
+            return OnnxEncoder(int8_onnx_model(dequantized(self.model.backbone)))
         return traced_encoder(self.model.backbone) if self.traced else LastHiddenState(self.model.backbone)
 
+    def _torch_threads(self) -> AbstractContextManager[None]:
+        """Torch on one thread while ONNX Runtime's threads run the forward: its threads spin between calls, and
+        torch's beside them would take the same cores (a fifth off a forecast, docs/predictor.md)."""
+        return torch_threads(1) if self.config.encoder_runtime is EncoderRuntime.ONNXRUNTIME else nullcontext()
+
     def warm_up(self) -> None:
-        """Records the traced forward and runs it past the graph executor's first, profiling calls (about
-        0.3 s in all), so that no forecast a caller waits on pays for them."""
+        """Builds the forward and runs it past its first calls (torch's traced graph: the trace and the graph
+        executor's profiling calls, about 0.3 s; ONNX Runtime: the export, the quantizing and the session,
+        2-3 s), so that no forecast a caller waits on pays for them."""
         for words in (1, 16, 128):
             self.embed(["warm up " * words])
 
@@ -230,8 +258,9 @@ class Forecaster:
         """Forecasts in ``models``' tokens (default: each prompt for ``SERVED_MODEL``); an unknown model's
         forecasts are moved by ``calibration``'s learning of it."""
         models = models if models is not None else [SERVED_MODEL] * len(prompts)
-        inputs = self.inputs(self.embed(prompts), prompts, histories, models)
-        return self.forecast_inputs(inputs, models, calibration, self.word_terms(prompts, models))
+        with self._torch_threads():
+            inputs = self.inputs(self.embed(prompts), prompts, histories, models)
+            return self.forecast_inputs(inputs, models, calibration, self.word_terms(prompts, models))
 
     @torch.inference_mode()
     def word_terms(self, prompts: list[str], models: list[str]) -> np.ndarray:
@@ -305,11 +334,13 @@ class Forecaster:
             vars(refitted)["_encoder"] = self._encoder
         return refitted
 
-    def with_speed(self, max_tokens: int, int8: bool, traced: bool = True) -> Forecaster:
+    def with_speed(self, max_tokens: int, int8: bool, traced: bool = True, runtime: EncoderRuntime | None = None) -> Forecaster:
         """The same head reading the last ``max_tokens`` tokens, on an int8 copy of the backbone if ``int8``
-        (an int8 backbone stays int8), its forward traced unless ``traced`` is False."""
+        (an int8 backbone stays int8), its forward run by ``runtime`` (default: the config's; ONNX Runtime
+        runs int8 only) and, on torch, traced unless ``traced`` is False."""
         backbone = int8_backbone(copy.deepcopy(self.model.backbone)) if int8 and not self.config.backbone_int8 else self.model.backbone
-        config = replace(self.config, max_tokens=max_tokens, backbone_int8=int8 or self.config.backbone_int8)
+        config = replace(self.config, max_tokens=max_tokens, backbone_int8=int8 or self.config.backbone_int8,
+                         encoder_runtime=runtime or self.config.encoder_runtime)
         model = ProxyLengthModel(backbone, config.formulation, config.head_hidden, config.pooling, model_input_width(config.models))
         model.head.load_state_dict(self.model.head.state_dict())
         return Forecaster(model, self.tokenizer, config, self.spread, self.model_spreads, self.words, traced)
@@ -384,6 +415,20 @@ def int8_backbone(backbone: torch.nn.Module) -> torch.nn.Module:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", (DeprecationWarning, UserWarning))
         return torch.ao.quantization.quantize_dynamic(backbone, {torch.nn.Linear}, dtype=torch.qint8)
+
+
+def dequantized(backbone: torch.nn.Module) -> torch.nn.Module:
+    """A float32 copy of ``backbone`` whose int8 Linear layers hold their int8 weights dequantized: the
+    network an int8 backbone computes, for a runtime that quantizes it its own way."""
+    floats = copy.deepcopy(backbone)
+    for name, module in _dynamic_linears(floats).items():
+        linear = torch.nn.Linear(module.in_features, module.out_features)
+        with torch.no_grad():
+            linear.weight.copy_(module.weight().dequantize())
+            linear.bias.copy_(module.bias())
+        parent, _, child = name.rpartition(".")
+        setattr(floats.get_submodule(parent) if parent else floats, child, linear)
+    return floats
 
 
 def _dynamic_linears(backbone: torch.nn.Module) -> dict[str, Any]:

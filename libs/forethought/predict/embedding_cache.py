@@ -57,10 +57,15 @@ class EmbeddingCache:
                 self._rows = dict(zip(stored["keys"].tolist(), stored["vectors"]))
 
     @classmethod
-    def for_backbone(cls, directory: Path | None, backbone: torch.nn.Module, max_tokens: int, pooling: str) -> EmbeddingCache:
+    def for_backbone(
+        cls, directory: Path | None, backbone: torch.nn.Module, max_tokens: int, pooling: str, runtime: str = "torch",
+    ) -> EmbeddingCache:
+        """The cache of ``backbone``'s states at a window and pooling, as ``runtime`` computes them (another
+        runtime's int8 arithmetic gives other states)."""
         if directory is None:
             return cls(None)
-        return cls(Path(directory) / f"{backbone_fingerprint(backbone)}-{max_tokens}-{pooling}.npz")
+        suffix = "" if runtime == "torch" else f"-{runtime}"
+        return cls(Path(directory) / f"{backbone_fingerprint(backbone)}-{max_tokens}-{pooling}{suffix}.npz")
 
     def __len__(self) -> int:
         return len(self._rows)

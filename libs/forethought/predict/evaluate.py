@@ -145,7 +145,8 @@ def formulation_ablation(
     base = Forecaster.load(model_dir)
     config = TrainConfig(**base.config.training)
     splits = head_subsets(sample_splits(config, dataset), config)
-    cache = EmbeddingCache.for_backbone(embedding_cache, base.model.backbone, config.max_tokens, base.config.pooling.value)
+    cache = EmbeddingCache.for_backbone(embedding_cache, base.model.backbone, config.max_tokens, base.config.pooling.value,
+                                        base.config.encoder_runtime.value)
     inputs = {
         split: inputs_of(cache.embed([s.prompt for s in samples], base.embed, progress, f"embedding {split}"), samples)
         for split, samples in splits.items()
@@ -203,7 +204,7 @@ def pair_forecasts(
     """Point forecast and p90 (tokens) of each pair for its model (for ``as_model`` when given); each
     distinct prompt is embedded once (and cached on disk under ``embedding_cache``)."""
     cache = EmbeddingCache.for_backbone(embedding_cache, forecaster.model.backbone, forecaster.config.max_tokens,
-                                        forecaster.config.pooling.value)
+                                        forecaster.config.pooling.value, forecaster.config.encoder_runtime.value)
     prompts = list(dict.fromkeys(pair.prompt for pair in pairs))
     states = cache.embed(prompts, forecaster.embed, progress, "embedding prompts")
     row_of = {prompt: row for row, prompt in enumerate(prompts)}

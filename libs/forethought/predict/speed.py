@@ -9,7 +9,9 @@ as dynamic int8), it times one ``Forecaster.forecast([prompt])`` call per prompt
 prompts (p50, p99), with the backbone's forward traced into a graph as the service runs it and, on the
 next row, called as a module, and scores the setting on the artifact's scored validate pairs (Kendall
 tau against single answers and SSJF-edge accuracy, averaged over models), so each speed trick shows its
-accuracy cost beside its latency. Tracing changes no state, so both rows share one score.
+accuracy cost beside its latency. The forward is timed three ways: traced into a torch graph, called as
+a torch module (the same states, so one score), and, for int8, on ONNX Runtime (the network exported and
+quantized there, scored on its own states: its int8 arithmetic is not torch's).
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from forethought.predict.artifact import Forecaster
+from forethought.predict.artifact import EncoderRuntime, Forecaster
 from forethought.predict.castillo import LengthPair, load_pairs
 from forethought.predict.evaluate import OVERALL, castillo_rows, pair_forecasts, scored_pairs
 from forethought.predict.history import NO_HISTORY
+from forethought.predict.metrics import PairReport
 from forethought.predict.shipped import resolve_predictor
 
 
@@ -45,7 +48,7 @@ def speed_rows(
     forecaster: Forecaster, name: str, pairs: list[LengthPair], windows: list[int], timed: int, scored: int,
     seed: int = 0,
 ) -> list[str]:
-    """One table row per (window, precision) of ``forecaster``."""
+    """One table row per (window, precision, forward) of ``forecaster``."""
     rng = np.random.default_rng(seed)
     candidates = scored_pairs(forecaster, pairs)
     prompt_ids = sorted({pair.prompt_id for pair in candidates})
@@ -53,20 +56,29 @@ def speed_rows(
     sample = [pair for pair in candidates if pair.prompt_id in chosen]
     timed_pairs = [sample[index] for index in rng.choice(len(sample), size=min(timed, len(sample)), replace=False)]
     rows = []
+
+    def score(variant: Forecaster) -> PairReport:
+        points, p90s = pair_forecasts(variant, sample, embedding_cache=None)
+        return castillo_rows(sample, points, p90s, variant.spread_for)[OVERALL][0]
+
     for window in windows:
         # an int8 artifact has no float32 backbone to go back to
         for int8 in (True,) if forecaster.config.backbone_int8 else (False, True):
-            variant = forecaster.with_speed(window, int8)
-            points, p90s = pair_forecasts(variant, sample, embedding_cache=None)
-            overall = castillo_rows(sample, points, p90s, variant.spread_for)[OVERALL][0]
-            # the module row shares the variant's backbone: one int8 copy for both rows
-            for traced, timed in ((True, variant), (False, variant.with_speed(window, int8, traced=False))):
-                timings = latencies_ms(timed, timed_pairs)
+            traced = forecaster.with_speed(window, int8, runtime=EncoderRuntime.TORCH)
+            on_torch = score(traced)
+            # the module row shares the traced row's backbone and states: one int8 copy and one score for both
+            forwards = [("torch traced", traced, on_torch),
+                        ("torch module", traced.with_speed(window, int8, traced=False), on_torch)]
+            if int8:
+                on_onnx = traced.with_speed(window, int8, runtime=EncoderRuntime.ONNXRUNTIME)
+                forwards.append(("onnxruntime", on_onnx, score(on_onnx)))
+            for forward, variant, scores in forwards:
+                timings = latencies_ms(variant, timed_pairs)
                 rows.append(
                     f"| {name} | {forecaster.config.training.get('max_tokens', forecaster.config.max_tokens)} | {window} | "
-                    f"{'int8' if int8 else 'float32'} | {'traced' if traced else 'module'} | "
+                    f"{'int8' if int8 else 'float32'} | {forward} | "
                     f"{np.percentile(timings, 50):.1f} | {np.percentile(timings, 99):.1f} | "
-                    f"{overall.tau_samples:.3f} | {overall.ssjf_accuracy:.3f} | {overall.pairs} |"
+                    f"{scores.tau_samples:.3f} | {scores.ssjf_accuracy:.3f} | {scores.pairs} |"
                 )
     return rows
 

@@ -27,6 +27,7 @@ import torch
 from forethought.cache import CACHE_ROOT, PREDICTOR_DIR
 from forethought.predict.artifact import (
     BackboneSource,
+    EncoderRuntime,
     Forecaster,
     ForecasterConfig,
     artifact_problem,
@@ -344,11 +345,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="--castillo: hash buckets of the word table over the whole prompt (default 131072; 0: none)")
     parser.add_argument("--rank-weight", type=float, default=None,
                         help="--castillo: weight of the pairwise ranking term beside the L1 loss (default: the config's)")
+    parser.add_argument("--encoder-runtime", choices=[runtime.value for runtime in EncoderRuntime], default=None,
+                        help="--castillo: what runs the int8 backbone's forward, for the head's fitting and its serving "
+                             "(default: the config's; the shipped predictor: onnxruntime)")
     args = parser.parse_args(argv)
     if args.word_buckets is not None and args.word_buckets < 0:
         parser.error(f"--word-buckets must be 0 or more, got {args.word_buckets}")
     if args.rank_weight is not None and args.rank_weight < 0:
         parser.error(f"--rank-weight must be 0 or more, got {args.rank_weight}")
+    if args.encoder_runtime == EncoderRuntime.ONNXRUNTIME.value and not (args.int8 or args.shipped):
+        parser.error("--encoder-runtime onnxruntime runs an int8 backbone: add --int8 (--shipped has it)")
     if args.backbone_layers is not None and not 1 <= args.backbone_layers <= 6:
         parser.error(f"--backbone-layers must be 1..6 (MiniLM-L6's layers), got {args.backbone_layers}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -372,7 +378,7 @@ def castillo_main(args: argparse.Namespace) -> int:
     changes = {"max_tokens": args.max_tokens, "validate_train_share": args.validate_train_share, "backbone_int8": args.int8 or None,
                "backbone_dir": str(args.backbone) if args.backbone else None, "threads": args.threads,
                "word_buckets": args.word_buckets, "backbone_layers": args.backbone_layers,
-               "rank_weight": args.rank_weight}
+               "rank_weight": args.rank_weight, "encoder_runtime": args.encoder_runtime}
     base = SHIPPED_CASTILLO if args.shipped else CastilloConfig()
     config = replace(base, seed=args.seed, **{name: value for name, value in changes.items() if value is not None})
     out = args.out or (SHIPPED_DIR if args.shipped else DEFAULT_ARTIFACT_DIR)

@@ -33,6 +33,7 @@ import torch
 
 from forethought.predict.artifact import (
     BackboneSource,
+    EncoderRuntime,
     Forecaster,
     ForecasterConfig,
     artifact_config,
@@ -81,6 +82,8 @@ class CastilloConfig:
     # torch threads of the head fitting; on a machine others load, 1 is far faster than 2 (no spinning)
     threads: int = 2
     seed: int = 0
+    # what runs the int8 backbone's forward (``artifact.EncoderRuntime``): the head is fitted on its states
+    encoder_runtime: str = EncoderRuntime.TORCH.value
 
 
 # the predictor the package ships: the last 512 tokens through MiniLM's first 4 layers, int8, under 10 ms a
@@ -243,11 +246,11 @@ def train_castillo(
         training=dict(asdict(config), data=Path(path).name, fit_pairs=len(fit_pairs), calibration_pairs=len(calibration_pairs),
                       scored_pairs=len(validate_pairs), **finetune_record(config.backbone_dir)),
         models=models, model_bucket_edges=model_edges, history_features=False, backbone_int8=config.backbone_int8,
-        backbone_layers=len(backbone.encoder.layer),
+        backbone_layers=len(backbone.encoder.layer), encoder_runtime=EncoderRuntime(config.encoder_runtime),
     )
     base = Forecaster(proxy, AutoTokenizer.from_pretrained(str(backbone_dir)), forecaster_config,
                       thinned_spread(np.ones(1), np.zeros(1)))
-    cache = EmbeddingCache.for_backbone(embedding_cache, proxy.backbone, config.max_tokens, Pooling.MEAN.value)
+    cache = EmbeddingCache.for_backbone(embedding_cache, proxy.backbone, config.max_tokens, Pooling.MEAN.value, config.encoder_runtime)
     prompts = list(dict.fromkeys(pair.prompt for pair in pairs))
     states = cache.embed(prompts, base.embed, progress, "embedding prompts")
     row_of = {prompt: row for row, prompt in enumerate(prompts)}

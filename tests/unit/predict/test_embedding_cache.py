@@ -43,4 +43,7 @@ def test_fingerprint_changes_when_the_weights_change(tmp_path: Path) -> None:
     assert backbone_fingerprint(layer) != before
     assert EmbeddingCache.for_backbone(tmp_path, layer, 256, "cls").path == tmp_path / f"{backbone_fingerprint(layer)}-256-cls.npz"
     assert EmbeddingCache.for_backbone(tmp_path, layer, 256, "mean").path == tmp_path / f"{backbone_fingerprint(layer)}-256-mean.npz"
+    # another runtime's int8 states are kept apart from torch's
+    on_onnx = EmbeddingCache.for_backbone(tmp_path, layer, 256, "mean", "onnxruntime").path
+    assert on_onnx == tmp_path / f"{backbone_fingerprint(layer)}-256-mean-onnxruntime.npz"
     assert EmbeddingCache.for_backbone(None, layer, 256, "cls").path is None

@@ -100,6 +100,43 @@ def test_an_int8_backbone_and_a_shorter_window_keep_the_ranking(model_aware: Pat
     assert any(isinstance(module, torch.ao.nn.quantized.dynamic.Linear) for module in modules)
 
 
+
+def test_an_artifact_that_names_onnx_runtime_forecasts_on_it(model_aware: Path, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from forethought.predict.artifact import EncoderRuntime, Forecaster, dequantized
+    from forethought.predict.history import NO_HISTORY
+
+    on_torch = Forecaster.load(model_aware).with_speed(32, int8=True)
+    config = replace(on_torch.config, encoder_runtime=EncoderRuntime.ONNXRUNTIME)
+    Forecaster(on_torch.model, on_torch.tokenizer, config, on_torch.spread, on_torch.model_spreads, on_torch.words).save(tmp_path / "onnx")
+    assert json.loads((tmp_path / "onnx" / "config.json").read_text())["encoder_runtime"] == "onnxruntime"
+    on_onnx = Forecaster.load(tmp_path / "onnx")
+    assert on_onnx.config.encoder_runtime is EncoderRuntime.ONNXRUNTIME
+    prompts = [f"Write a {kind} about {topic} number {900 + index}." for index, topic in enumerate(TOPICS) for kind in ("essay", "list")]
+    threads = torch.get_num_threads()
+    torch_means = [f.mean for f in on_torch.forecast(prompts, [NO_HISTORY] * len(prompts), ["long"] * len(prompts))]
+    onnx_means = [f.mean for f in on_onnx.forecast(prompts, [NO_HISTORY] * len(prompts), ["long"] * len(prompts))]
+    assert torch.get_num_threads() == threads
+    # the same network in another runtime's int8 arithmetic: close, not equal, and ranking the same
+    assert onnx_means != torch_means
+    assert np.allclose(onnx_means, torch_means, rtol=0.15)
+    assert [a > b for a, b in zip(onnx_means[::2], onnx_means[1::2])] == [a > b for a, b in zip(torch_means[::2], torch_means[1::2])]
+    # the float network it exports is the int8 one's weights dequantized; the int8 backbone is left as it was
+    floats = dequantized(on_torch.model.backbone)
+    query = on_torch.model.backbone.encoder.layer[0].attention.self.query
+    assert torch.equal(floats.encoder.layer[0].attention.self.query.weight, query.weight().dequantize())
+    assert isinstance(query, torch.ao.nn.quantized.dynamic.Linear)
+    # onnxruntime runs int8 backbones only
+    with pytest.raises(ValueError, match="config.backbone_int8 must be true"):
+        Forecaster(on_torch.model, on_torch.tokenizer, replace(config, backbone_int8=False), on_torch.spread,
+                   on_torch.model_spreads, on_torch.words)
+    (tmp_path / "onnx" / "config.json").write_text(json.dumps(dict(json.loads((tmp_path / "onnx" / "config.json").read_text()),
+                                                                     encoder_runtime="tensorrt")))
+    with pytest.raises(ValueError, match="'tensorrt' is not a valid EncoderRuntime"):
+        Forecaster.load(tmp_path / "onnx")
+
+
 FILLER = " ".join(["The answer should be careful, clear and correct."] * 12)
 
 
@@ -147,6 +184,16 @@ def test_a_negative_word_table_size_or_rank_weight_is_refused_naming_the_flag(
     assert not (tmp_path / "model").exists()
 
 
+def test_onnx_runtime_without_an_int8_backbone_is_refused_naming_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from forethought.predict.train import main
+
+    with pytest.raises(SystemExit) as refused:
+        main(["--castillo", str(tmp_path / "pairs.jsonl.gz"), "--encoder-runtime", "onnxruntime", "--out", str(tmp_path / "model")])
+    assert refused.value.code == 2
+    assert "--encoder-runtime onnxruntime runs an int8 backbone: add --int8" in capsys.readouterr().err
+    assert not (tmp_path / "model").exists()
+
+
 @pytest.mark.parametrize("rank_weight", [0.0, 5.0])
 def test_the_ranking_term_orders_pairs_by_mean_answer_where_l1_follows_the_median(rank_weight: float) -> None:
     # pair 0 answers mostly 1 token and twice 100 (median 1, the longer mean); pair 1 always 5
@@ -160,3 +207,21 @@ def test_the_ranking_term_orders_pairs_by_mean_answer_where_l1_follows_the_media
     head.load_state_dict(weights)
     skewed, steady = head(inputs)[:, 0].tolist()
     assert (skewed > steady) == (rank_weight > 0)
+
+
+def test_the_speed_table_times_and_scores_each_forward(model_aware: Path) -> None:
+    from forethought.predict.artifact import Forecaster
+    from forethought.predict.castillo import load_pairs
+    from forethought.predict.speed import speed_rows
+
+    pairs = load_pairs(model_aware.parent / "pairs.jsonl.gz", ["validate"])
+    threads = torch.get_num_threads()
+    rows = speed_rows(Forecaster.load(model_aware), "aware", pairs, [32], timed=6, scored=20)
+    cells = [[cell.strip() for cell in row.strip("|").split("|")] for row in rows]
+    assert [(row[3], row[4]) for row in cells] == [("float32", "torch traced"), ("float32", "torch module"),
+                                                   ("int8", "torch traced"), ("int8", "torch module"), ("int8", "onnxruntime")]
+    assert all(0 < float(row[5]) <= float(row[6]) for row in cells)
+    # each runtime is scored on its own states; all rank essays above lists as the float32 forward does
+    taus = [float(row[7]) for row in cells]
+    assert taus[0] > 0.5 and taus[2] == taus[3] and abs(taus[4] - taus[2]) < 0.1
+    assert torch.get_num_threads() == threads  # the ONNX Runtime forecasts' single torch thread is given back
