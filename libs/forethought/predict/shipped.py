@@ -1,8 +1,8 @@
 """The predictor shipped in the package, and which predictor to load (SSJF section 3.1).
 
 The package carries a model-aware two-layer head on MiniLM-L6 fine-tuned on CASTILLO (both phases, the
-prompt's last 512 tokens through the encoder's first four layers; the fine-tuned encoder stored as an
-int8 delta over the packaged MiniLM, ``BackboneSource.DELTA``), so SSJF
+prompt's last 512 tokens through the encoder's first five layers, run in int8 on ONNX Runtime; the
+fine-tuned encoder stored as an int8 delta over the packaged MiniLM, ``BackboneSource.DELTA``), so SSJF
 orders requests for the served model on a fresh install (docs/predictor.md says how it is rebuilt). A
 predictor trained by ``forethought train-predictor`` into the cache is taken to be the operator's choice,
 so once one of the current artifact format is there, it is the one loaded.
