@@ -76,5 +76,6 @@ class OnnxEncoder:
         self.session = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
     def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        feeds = {"input_ids": input_ids.numpy().astype(np.int64), "attention_mask": attention_mask.numpy().astype(np.int64)}
+        # the tokenizer's ids and mask are int64 already: no copy on the forecast path
+        feeds = {"input_ids": np.asarray(input_ids.numpy(), np.int64), "attention_mask": np.asarray(attention_mask.numpy(), np.int64)}
         return torch.from_numpy(self.session.run(None, feeds)[0])

@@ -227,7 +227,7 @@ class Predictor:
     def reload(self, directory: Path) -> int:
         """Load the artifact in ``directory``, warm it up and swap it in; returns its version."""
         forecaster = Forecaster.load(Path(directory))
-        forecaster.warm_up()  # while the one it replaces serves, so no forecast waits on the trace
+        forecaster.warm_up()  # while the one it replaces serves, so no forecast waits on its forward being built
         self.handle.swap(forecaster)
         self.artifact_dir = Path(directory)
         return forecaster.config.version
