@@ -15,7 +15,7 @@ from forethought.routing.e2.exploit_explore import (
     prefix_key,
 )
 from forethought.routing.e2.replication import HotPrefixReplication
-from forethought.routing.e2.worker_state import CacheMirror, WindowedSamples
+from forethought.routing.e2.worker_state import CacheMirror, E2WorkerState, WindowedSamples
 
 BLOCK = 16
 
@@ -72,16 +72,35 @@ def test_the_decode_share_counts_requests_missing_less_than_a_block() -> None:
 
 def test_the_cache_mirror_evicts_leaves_first_in_nodes_of_equal_sharing() -> None:
     mirror = CacheMirror()
-    mirror.touch((1, 2, 3, 4), now=0.0, capacity=0)
-    mirror.touch((1, 2, 7), now=1.0, capacity=0)
+    mirror.touch((1, 2, 3, 4), now=0.0, capacity=0, window_s=10.0)
+    mirror.touch((1, 2, 7), now=1.0, capacity=0, window_s=10.0)
     # LRU first: 4, 3 (one use each), then 7 (one use), 2, 1 (two uses each).
     assert list(mirror.evicted_nodes(5, pinned=set(), now=2.0, window_s=10.0)) == [(0, 0), (3, 1), (2, 2)]
     assert list(mirror.evicted_nodes(5, pinned={3}, now=2.0, window_s=10.0)) == [(0, 0), (2, 1), (2, 2)]
-    mirror.touch((8, 9), now=2.0, capacity=5)  # past capacity: 4 and 3 go
+    mirror.touch((8, 9), now=2.0, capacity=5, window_s=10.0)  # past capacity: 4 and 3 go
     assert list(mirror.evicted_nodes(1, pinned=set(), now=2.0, window_s=10.0)) == [(0, 0), (1, 1)]
     assert len(mirror) == 5
     mirror.drop_unused(now=11.5, window_s=10.0)  # 7, 2 and 1 were last used at 1.0
     assert len(mirror) == 2
+
+
+def test_a_block_every_prompt_shares_keeps_only_its_uses_within_the_window() -> None:
+    mirror = CacheMirror()
+    for step in range(1_000):  # one use a second; the shared block stays most recently used
+        mirror.touch((1, 1_000 + step), now=float(step), capacity=0, window_s=10.0)
+    shared = mirror._blocks[1]
+    assert len(shared) == 11 and shared[0] == 989.0
+
+
+def test_a_worker_forgets_the_ttfts_of_prefixes_not_exploited_within_the_window() -> None:
+    state = E2WorkerState(in_flight={})
+    replication = HotPrefixReplication(history_window_s=10.0)
+    for step in range(100):  # a conversation's prefix a second, each exploited once
+        replication.record_ttft(state.ttft_samples(step), 0.1, float(step))
+    replication.record_ttft(state.ttft_samples(3), 0.2, 100.0)  # an old conversation comes back
+    state.expire(now=105.0, window_s=10.0)
+    assert list(state.ttfts) == [95, 96, 97, 98, 99, 3]
+    assert [ttft for _, ttft in state.ttfts[3]] == [0.2]
 
 
 def test_windowed_samples_keep_a_running_sum_of_the_samples_since_the_horizon() -> None:

@@ -16,7 +16,6 @@ needs an absolute floor to mean "imbalanced" (the SGLang router's balance test h
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -169,7 +168,7 @@ class E2Router(LedgerRouter):
         prefill_s = self.cost.prefill_cost(assignment.missed_tokens)
         state.placed_prefill_s.add(now, prefill_s)
         self.cost.block_size = request.block_size  # M prices evicted blocks at the size placements use
-        state.cache.touch(request.block_hashes, now, state.kv_capacity)
+        state.cache.touch(request.block_hashes, now, state.kv_capacity, self.history_window_s)
         exploited = prefix_key(request, assignment.cached_tokens) if assignment.cached_tokens > 0 else None
         state.place(request.request_id, request.block_hashes, exploited, prefill_s)
 
@@ -189,7 +188,7 @@ class E2Router(LedgerRouter):
         key = state.requests[request_id].exploited_prefix
         if key is None:
             return
-        samples = state.ttfts.setdefault(key, deque())
+        samples = state.ttft_samples(key)
         self.replication.record_ttft(samples, ttft_s, now)
         # Replicate only when the holder is "still too high even after rebalancing" (section 4.2).
         loads = {w: self.window_load(w) for w in self.workers}

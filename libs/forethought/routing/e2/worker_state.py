@@ -60,12 +60,13 @@ class CacheMirror:
     def __len__(self) -> int:
         return len(self._blocks)
 
-    def touch(self, block_hashes: Sequence[int], now: float, capacity: int) -> None:
+    def touch(self, block_hashes: Sequence[int], now: float, capacity: int, window_s: float) -> None:
         """Records a placed prompt, then evicts LRU blocks past ``capacity`` (0: unknown, keep all)."""
         # Leaf first, so the prompt's root ends most recently used: the engine frees a finished
         # request's blocks tail first, and evicts leaves before the prefixes they extend.
         for block in reversed(block_hashes):
             hits = self._blocks.pop(block, None) or deque()
+            recent_hits(hits, now, window_s)  # a block every prompt shares is never evicted: bound its uses here
             hits.append(now)
             self._blocks[block] = hits
         while capacity and len(self._blocks) > capacity:
@@ -125,7 +126,8 @@ class E2WorkerState:
     # though no cache event has reported them yet.
     placed_blocks: Counter[int] = field(default_factory=Counter)
     requests: dict[str, PlacedRequest] = field(default_factory=dict)
-    ttfts: dict[int, deque[tuple[float, float]]] = field(default_factory=dict)  # exploited prefix -> (time, TTFT)
+    # Exploited prefix -> its (time, TTFT) samples, least recently sampled prefix first.
+    ttfts: OrderedDict[int, deque[tuple[float, float]]] = field(default_factory=OrderedDict)
 
     @property
     def kv_capacity(self) -> int:
@@ -159,6 +161,12 @@ class E2WorkerState:
         """Modelled prefill of the requests placed here that have not produced their first token."""
         return sum(placed.waiting_prefill_s for placed in self.requests.values())
 
+    def ttft_samples(self, prefix: int) -> deque[tuple[float, float]]:
+        """The TTFT samples of an exploited prefix, which becomes the most recently sampled."""
+        samples = self.ttfts.setdefault(prefix, deque())
+        self.ttfts.move_to_end(prefix)
+        return samples
+
     def release(self, request_id: str) -> None:
         """Forgets a finished request."""
         placed = self.requests.pop(request_id, None)
@@ -171,3 +179,10 @@ class E2WorkerState:
         horizon = now - window_s
         self.placed_prefill_s.expire(horizon)
         self.cache.drop_unused(now, window_s)
+        # Most conversations' prefixes are exploited a few times and never again.
+        while self.ttfts and _newest_sample_before(next(iter(self.ttfts.values())), horizon):
+            self.ttfts.popitem(last=False)
+
+
+def _newest_sample_before(samples: deque[tuple[float, float]], horizon: float) -> bool:
+    return not samples or samples[-1][0] < horizon
