@@ -11,11 +11,15 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
+MAX_TREE_BLOCKS = 2**20
+"""The SGLang router's ``max_tree_size`` (2**26 characters a worker) in 16-token blocks of about 4 characters
+a token: past it a worker's oldest routed blocks go, so a long-running router's memory stays bounded."""
+
 
 class ApproximatePrefixTree:
     """Per-worker LRU sets of routed block hashes."""
 
-    def __init__(self, max_tree_size: int = 2**26) -> None:
+    def __init__(self, max_tree_size: int = MAX_TREE_BLOCKS) -> None:
         self.max_tree_size = max_tree_size
         self._blocks: dict[str, OrderedDict[int, None]] = {}
 

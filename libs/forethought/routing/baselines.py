@@ -17,7 +17,7 @@ import math
 import random
 from collections.abc import Sequence
 
-from forethought.routing.approximate_tree import ApproximatePrefixTree
+from forethought.routing.approximate_tree import MAX_TREE_BLOCKS, ApproximatePrefixTree
 from forethought.routing.ledger import Assignment, LedgerRouter
 from forethought.routing.router import RoutingRequest
 
@@ -61,7 +61,7 @@ class CacheAwareRouter(LedgerRouter):
         cache_threshold: float = 0.3,
         balance_abs_threshold: int = 64,
         balance_rel_threshold: float = 1.5,
-        max_tree_size: int = 2**26,
+        max_tree_size: int = MAX_TREE_BLOCKS,
     ) -> None:
         super().__init__()
         self.cache_threshold = cache_threshold
