@@ -35,6 +35,7 @@ BENCHMARKS: dict[str, BenchmarkMain] = {
     "overload": lazy_main("benchmarks.overload"),
     "placement": lazy_main("benchmarks.placement"),
     "rank-refresh": lazy_main("benchmarks.rank_refresh"),
+    "router-memory": lazy_main("benchmarks.router_memory"),
     "rt-arrivals": lazy_main("benchmarks.rt_arrivals"),
     "samullm": lazy_main("benchmarks.samullm"),
     "ssjf": lazy_main("benchmarks.ssjf"),

@@ -80,3 +80,23 @@ def test_overload_prompts_share_no_first_block_within_or_across_phases() -> None
 
     prompts = [request_of(phase, number, False, 32, 0.0).token_ids.ids for phase in (0, 1, 2) for number in range(1, 4_000)]
     assert len({tuple(prompt[:16]) for prompt in prompts}) == len(prompts)
+
+
+def test_router_memory_benchmark_shows_every_router_holding_a_bounded_state(tmp_path) -> None:
+    # 6,000 requests at 10/s: 600 s, more than three of E2's 180 s windows
+    assert run_benchmark("router-memory", ["--requests", "6000", "--rate", "10", "--checkpoints", "4",
+                                           "--out", str(tmp_path)]) == 0
+    rows = {cells[0].strip(): cells for row in (tmp_path / "results.md").read_text().splitlines()
+            if row.startswith("| ") and not row.startswith("| router") and not row.startswith("|---")
+            for cells in [row.split("|")[1:-1]]}
+    assert set(rows) == {"e2", "round_robin", "least_load", "cache_aware", "kv_cost", "weighted"}
+    assert float(rows["e2"][3]) < 1.05  # past the window E2 holds what it held at half the stream
+    assert float(rows["cache_aware"][3]) > 1.5  # its routed-prompt tree grows until max_tree_size
+    assert (tmp_path / "memory.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("flag", [["--routers", "e2,nearest"], ["--requests", "0"], ["--rate", "-1"]])
+def test_router_memory_benchmark_refuses_bad_settings_naming_the_flag(flag, tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        run_benchmark("router-memory", [*flag, "--out", str(tmp_path)])
+    assert exit_.value.code == 2 and flag[0] in capsys.readouterr().err
