@@ -97,6 +97,7 @@ class GlobalQueue:
         request_id = heapq.heappop(self._heap)[3]
         request, _ = self._live.pop(request_id)
         self._pop_times.append(now)
+        self._forget_pops_before(now - self._drain_window_s)  # drain_rate is read only when the queue is full
         return request
 
     def remove(self, request_id: str) -> QueuedRequest | None:
@@ -124,9 +125,12 @@ class GlobalQueue:
 
     def drain_rate(self, now: float) -> float:
         """Requests popped per second over the last ``drain_window_s`` seconds."""
-        while self._pop_times and self._pop_times[0] < now - self._drain_window_s:
-            self._pop_times.popleft()
+        self._forget_pops_before(now - self._drain_window_s)
         return len(self._pop_times) / self._drain_window_s
+
+    def _forget_pops_before(self, horizon: float) -> None:
+        while self._pop_times and self._pop_times[0] < horizon:
+            self._pop_times.popleft()
 
     def at_share(self, tenant: str, limit: int) -> bool:
         """Whether ``tenant`` holds its share of ``limit`` waiting requests: here, one queue, the whole limit."""

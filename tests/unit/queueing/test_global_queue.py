@@ -95,6 +95,15 @@ def test_full_queue_raises_with_a_retry_hint_from_the_drain_rate() -> None:
     assert len(queue) == 3
 
 
+def test_a_queue_that_never_fills_keeps_only_the_pops_within_the_drain_window() -> None:
+    queue = GlobalQueue(build_policy("fcfs"), drain_window_s=10.0)
+    for second in range(10_000):  # one request a second through a queue far from full
+        queue.push(make_request(second, float(second)), now=float(second))
+        queue.pop(float(second))
+    assert len(queue._pop_times) == 11  # the pops at 9,989-9,999 s: a long-running scheduler's memory stays flat
+    assert queue.drain_rate(9_999.0) == pytest.approx(1.1)
+
+
 def test_duplicate_ids_are_refused() -> None:
     queue = GlobalQueue(build_policy("fcfs"))
     queue.push(make_request(0, 0.0), now=0.0)
