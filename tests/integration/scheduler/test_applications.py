@@ -153,6 +153,10 @@ def test_bad_application_input_is_refused_by_field(mesh):
     assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith("duration_s:")
     code, details = status_of(lambda: stub.FinishApplication(scheduler_pb2.FinishApplicationRequest(run_id=run), timeout=30))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "has run no step" in details
+    not_a_time = step_request("bad-deadline", run, "draft")
+    not_a_time.deadline.seconds, not_a_time.deadline.nanos = 10, -1
+    code, details = status_of(lambda: list(stub.Generate(not_a_time, timeout=30)))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith("deadline:")
     # Nothing accepted was lost: the refusals left the run where it was, and it still completes.
     assert list(stub.Generate(step_request("d", run, "draft"), timeout=30))[-1].usage.output_tokens == 16
     code, details = status_of(lambda: stub.FinishApplication(scheduler_pb2.FinishApplicationRequest(run_id=run), timeout=30))

@@ -38,3 +38,10 @@ def test_a_tokenized_prompt_is_checked_under_the_engine_field():
     validate(request)
     with pytest.raises(InvalidField, match="^prompt_token_ids: must hold 1.."):
         generation_of(request, "r1", [])
+
+
+def test_a_deadline_that_is_not_a_timestamp_is_refused_before_any_work():
+    request = token_request([5, 7])
+    request.deadline.seconds, request.deadline.nanos = 10, -1
+    with pytest.raises(InvalidField, match=r"^deadline: must be a valid timestamp"):
+        validate(request)

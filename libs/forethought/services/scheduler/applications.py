@@ -207,11 +207,16 @@ class ApplicationRuns:
             if not joins:
                 await self._reporting(live, partial(self._require_next, run, step))
             execution, closed = run.begin_request(step, input_tokens, self._clock(), execution_index)
-            if closed is not None:
-                await self._reporting(live, partial(self._record, run, closed))
-            if not joins:
-                forecast = round(forecast_tokens) if forecast_tokens > 0 else None
-                await self._reporting(live, partial(self._refresh, live, step, input_tokens, forecast))
+            try:
+                if closed is not None:
+                    await self._reporting(live, partial(self._record, run, closed))
+                if not joins:
+                    forecast = round(forecast_tokens) if forecast_tokens > 0 else None
+                    await self._reporting(live, partial(self._refresh, live, step, input_tokens, forecast))
+            except BaseException:  # the caller gets no ticket to end the request with: a run left in flight never ends
+                run.end_request(execution, None, self._clock())
+                live.notify()
+                raise
             live.waiting[request_id] = execution
             live.notify()
         return StepTicket(run_id, execution, live.rank, live.run.deadline_s)

@@ -42,6 +42,8 @@ def validate(request: scheduler_pb2.GenerateRequest) -> None:
     validate_terms(request.max_tokens, convert.sampling_from_proto(request.sampling), request.slo.ttft_s, request.slo.tpot_s)
     if request.service_class == common_pb2.SERVICE_CLASS_REAL_TIME:
         require(request.slo.ttft_s > 0 or request.slo.tpot_s > 0, "slo", "a real-time request needs ttft_s or tpot_s > 0")
+    if request.HasField("deadline"):
+        convert.seconds_of(request.deadline, "deadline")
     require(bool(request.application_id) or not request.step, "step", "needs application_id")
     if request.HasField("execution"):
         require(bool(request.step), "execution", "needs application_id and step")

@@ -95,8 +95,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         ticket = (await self._applications.begin_step(
             request.application_id, request.step, request_id, len(token_ids), forecast.mean_tokens,
             request.execution if request.HasField("execution") else None) if request.application_id else None)
-        scheduled = self._scheduled(request, generation, forecast, arrived, ticket)
         try:
+            scheduled = self._scheduled(request, generation, forecast, arrived, ticket)
             waiter = self._placement.submit(scheduled)
         except BaseException:
             if ticket is not None:
