@@ -6,7 +6,6 @@ one index. Every operation is one Lua script call (one round trip, atomic on the
 is a contract with the workers that publish events and is documented in ``docs/prefix-index.md``:
 
     {ns}:blk:<hash>          HASH  worker -> last access, ms since epoch (store or match)
-    {ns}:hits:<hash>         HASH  "<worker>|<bucket>" -> requests that matched up to this block
     {ns}:wblk:<worker>       SET   block hashes the worker caches (for matching, clears and removal)
     {ns}:alive:<worker>      STRING heartbeat with a TTL; a worker without it is ignored by match
     {ns}:workers             SET   every worker that ever published (for sweeping dead ones)
@@ -57,7 +56,7 @@ return 1
 """
 
 _MATCH = """
-local ns, now, bucket, window_ms = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local ns, now = ARGV[1], ARGV[2]
 -- Leading blocks ARGV[first..last] that the worker's set holds: one SMISMEMBER per 1000 blocks.
 local function leading(wblk, first, last)
   local depth = 0
@@ -70,7 +69,7 @@ local function leading(wblk, first, last)
   end
   return depth
 end
-local out, at = {}, 5
+local out, at = {}, 3
 while at <= #ARGV do
   local first, last = at + 1, at + tonumber(ARGV[at])
   at = last + 1
@@ -88,9 +87,6 @@ while at <= #ARGV do
     local depth = leading(ns .. ':wblk:' .. w, first, last)
     local deepest = ARGV[first + depth - 1]
     redis.call('HSET', ns .. ':blk:' .. deepest, w, now)
-    local hits = ns .. ':hits:' .. deepest
-    redis.call('HINCRBY', hits, w .. '|' .. bucket, 1)
-    redis.call('PEXPIRE', hits, window_ms * 2)
     out[#out + 1] = w
     out[#out + 1] = depth
   end
@@ -121,12 +117,11 @@ return 1
 
 
 class RedisPrefixIndex:
-    """Block hash -> caching workers, with per-worker hit counts and last access, in Redis.
+    """Block hash -> caching workers, with each worker's last access, in Redis.
 
     Args:
         client: a ``redis.asyncio.Redis`` (``decode_responses`` either way).
         namespace: prefix of every key (``{namespace}:...``).
-        hit_window_s: the sliding window of hit counts, kept as ``hit_buckets`` buckets.
         clock: seconds since the epoch; injected so tests and replays control time.
     """
 
@@ -134,14 +129,10 @@ class RedisPrefixIndex:
         self,
         client: Redis,
         namespace: str = "forethought",
-        hit_window_s: float = 180.0,
-        hit_buckets: int = 6,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._client = client
         self._ns = "{" + namespace + "}"
-        self._bucket_s = hit_window_s / hit_buckets
-        self._hit_buckets = hit_buckets
         self._clock = clock
         self._scripts = {"apply": _APPLY, "match": _MATCH, "refresh": _REFRESH, "remove": _REMOVE}
         self._shas: dict[str, str] = {}
@@ -169,10 +160,10 @@ class RedisPrefixIndex:
             await self._run("apply", worker_id, self._now_ms(), *tokens)
 
     async def match(self, block_hashes: Sequence[int]) -> dict[str, int]:
-        """Live worker -> leading blocks of the prompt it caches; records a hit and access for each.
+        """Live worker -> leading blocks of the prompt it caches; records each one's access.
 
-        A hit and the last access are written on the deepest block each worker matched: a hit on a
-        block implies hits on its ancestors, so one write per worker keeps matching one round trip.
+        The last access is written on the deepest block each worker matched: an access to a block
+        implies one to its ancestors, so one write per worker keeps matching one round trip.
         """
         return (await self.match_many([block_hashes]))[0]
 
@@ -181,12 +172,11 @@ class RedisPrefixIndex:
         sent = [hashes for hashes in prompts if hashes]
         if not sent:
             return [{} for _ in prompts]
-        window_ms = int(self._bucket_s * self._hit_buckets * 1000)
         args: list[int] = []  # per prompt: its number of blocks, then their hashes
         for hashes in sent:
             args.append(len(hashes))
             args.extend(hashes)
-        reply = iter(await self._run("match", self._now_ms(), self._bucket(), window_ms, *args, packed=True))
+        reply = iter(await self._run("match", self._now_ms(), *args, packed=True))
         return [_cached_workers(reply) if hashes else {} for hashes in prompts]
 
     async def refresh_worker(self, worker_id: str, ttl_s: float) -> bool:
@@ -210,17 +200,6 @@ class RedisPrefixIndex:
         entries = await self._client.hgetall(f"{self._ns}:blk:{block_hash}")
         alive = await self._alive([_text(w) for w in entries])
         return {_text(w): int(ms) / 1000 for w, ms in entries.items() if _text(w) in alive}
-
-    async def hit_counts(self, block_hash: int) -> dict[str, int]:
-        """Worker -> requests that matched up to this block within the hit window."""
-        entries = await self._client.hgetall(f"{self._ns}:hits:{block_hash}")
-        oldest = self._bucket() - self._hit_buckets + 1
-        counts: dict[str, int] = {}
-        for field, value in entries.items():
-            worker_id, bucket = _text(field).rsplit("|", 1)
-            if int(bucket) >= oldest:
-                counts[worker_id] = counts.get(worker_id, 0) + int(value)
-        return counts
 
     async def sweep_dead_workers(self) -> list[str]:
         """Removes every worker whose heartbeat expired; returns them (run periodically, any replica)."""
@@ -263,9 +242,6 @@ class RedisPrefixIndex:
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
-
-    def _bucket(self) -> int:
-        return int(self._clock() // self._bucket_s)
 
 
 def _cached_workers(reply: Iterator[Any]) -> dict[str, int]:

@@ -72,10 +72,6 @@ async def test_two_replicas_share_one_index(redis_client: Redis, redis_port: int
         await second.apply("w1", [stored(list(range(BLOCK * 2)))])
         await second.apply("w0", [BlockRemoved((hashes[4],))])
         assert await first.match(hashes) == {"w0": 4, "w1": 2}
-        # Each match records its hit on the deepest block a worker matched, whichever replica ran it.
-        assert await first.hit_counts(hashes[4]) == {"w0": 1}
-        assert await first.hit_counts(hashes[3]) == {"w0": 1}
-        assert await first.hit_counts(hashes[1]) == {"w1": 1}
         await first.remove_worker("w0")
         assert await second.match(hashes) == {"w1": 2}
     finally:
@@ -98,22 +94,25 @@ async def test_a_dead_worker_stops_matching_and_is_swept(redis_client: Redis, na
     assert not await redis_client.exists(f"{index.key_prefix}:wblk:dead")
 
 
-async def test_hits_and_last_access_follow_the_injected_clock(redis_client: Redis, namespace: str) -> None:
+async def test_last_access_follows_the_injected_clock_and_lands_on_the_deepest_block_matched(
+        redis_client: Redis, namespace: str) -> None:
     clock = ManualClock()
-    index = await make_index(redis_client, namespace, hit_window_s=60.0, hit_buckets=6, clock=clock)
+    index = await make_index(redis_client, namespace, clock=clock)
     tokens = list(range(BLOCK * 4))
     hashes = chained_block_hashes(tokens, BLOCK)
     await index.refresh_worker("w0", ttl_s=600)
     await index.apply("w0", [stored(tokens)])
-    assert await index.holders(hashes[3]) == {"w0": clock.now}
+    stored_at = clock.now
+    assert await index.holders(hashes[3]) == {"w0": stored_at}
     clock.now += 5
-    await index.match(hashes)
     await index.match(hashes[:2])
-    assert await index.hit_counts(hashes[3]) == {"w0": 1}
-    assert await index.hit_counts(hashes[1]) == {"w0": 1}
+    assert await index.holders(hashes[1]) == {"w0": clock.now}
+    assert await index.holders(hashes[3]) == {"w0": stored_at}
+    await index.match(hashes)
     assert await index.holders(hashes[3]) == {"w0": clock.now}
-    clock.now += 61  # both hits fall out of the 60 s window
-    assert await index.hit_counts(hashes[3]) == {}
+    # A match writes nothing else: the keys are the blocks, the worker's set, its heartbeat, the workers.
+    kinds = {key.decode().split(":")[1] for key in await redis_client.keys(f"{index.key_prefix}:*")}
+    assert kinds == {"blk", "wblk", "alive", "workers"}
 
 
 class CountingConnection(Connection):
