@@ -68,6 +68,14 @@ async def test_a_missing_worker_that_is_frozen_is_given_up_after_the_probe_timeo
     assert pool.connected("w1") and not pool.connected("w0")
 
 
+async def test_a_worker_restarted_under_a_new_id_at_the_same_address_replaces_the_old_one(pool, answering):
+    # Without --worker-id a worker's id carries its pid: a restart lists a new id at the old address, where
+    # the new process would answer the old id's health checks for good.
+    await pool.refresh([record("host-50051-100", answering)])
+    assert await pool.refresh([record("host-50051-200", answering)]) == ["host-50051-100"]
+    assert pool.connected("host-50051-200") and not pool.connected("host-50051-100")
+
+
 async def test_a_draining_worker_keeps_its_channel_but_serves_nothing_new(pool, answering):
     await pool.refresh([record("w0", answering)])
     assert await pool.refresh([record("w0", answering, state="draining")]) == []

@@ -63,6 +63,12 @@ class ModelSeries:
         self._decision = PLACEMENT_DECISION.labels(model)
         self._placements: dict[tuple[str, str], Counter] = {}  # (worker, router decision) -> its counter
 
+    def forget_worker(self, worker_id: str) -> None:
+        """Drops a departed worker's placement counters (a restart without ``--worker-id`` gets a new id)."""
+        for worker, decision in [key for key in self._placements if key[0] == worker_id]:
+            del self._placements[worker, decision]
+            PLACEMENTS.remove(self._model, worker, decision)
+
     def count(self, placed: ScheduledRequest, decision: str, cached_blocks: int, now: float, decision_s: float) -> None:
         placements = self._placements.get((placed.worker_id, decision))
         if placements is None:
@@ -126,6 +132,12 @@ class PlacementLoop:
             for orphan in self.dispatcher(model).sync_workers(views, now):
                 self._reject(orphan.request_id, Unavailable(f"no worker serves {model!r} any more; retry later"))
         self.wake()
+
+    def forget_workers(self, worker_ids: Sequence[str]) -> None:
+        """The pool gave these workers up: their metric series go."""
+        for worker_id in worker_ids:
+            for series in self._model_series.values():
+                series.forget_worker(worker_id)
 
     def first_token(self, request: ScheduledRequest) -> None:
         self.dispatcher(request.model).first_token(request.request_id, self._clock())

@@ -26,7 +26,8 @@ class WorkerPool:
     closes, which cuts the streams still open on it (a frozen process never breaks them itself) so their
     handlers fail over. One that answers keeps its channel while it stays missing: a Redis that restarted
     empty, or thawed after a stall longer than the heartbeat TTL, lists nobody until the next heartbeats,
-    and must not cut every stream.
+    and must not cut every stream. A missing worker whose address a listed worker now holds is given up
+    without a probe: the process at that address (a restart under a new id) would answer for it.
     """
 
     def __init__(self, probe_timeout_s: float = PROBE_TIMEOUT_S, tls: ChannelTls | None = None) -> None:
@@ -34,6 +35,7 @@ class WorkerPool:
         self.records: dict[str, WorkerRecord] = {}  # listed at the last registry read
         self._probe_timeout_s = probe_timeout_s
         self._channels: dict[str, grpc.aio.Channel] = {}  # every worker not given up
+        self._addresses: dict[str, str] = {}  # the address each channel was opened to
         self._stubs: dict[str, worker_pb2_grpc.WorkerServiceStub] = {}
 
     async def refresh(self, records: list[WorkerRecord]) -> list[str]:
@@ -44,18 +46,24 @@ class WorkerPool:
                 # Untraced: the servicer sends the trace context as metadata on every call (the hot path).
                 self._channels[worker_id] = open_channel(record.address, traced=False, tls=self._tls)
                 self._stubs[worker_id] = worker_pb2_grpc.WorkerServiceStub(self._channels[worker_id])
+                self._addresses[worker_id] = record.address
                 log.info("worker %s joined the pool at %s", worker_id, record.address)
             elif worker_id in self.records and record.state != self.records[worker_id].state:
                 log.info("worker %s is %s", worker_id, record.state)
         self.records = listed
+        listed_addresses = {record.address for record in records}
         missing = [worker_id for worker_id in self._channels if worker_id not in listed]
-        answers = await asyncio.gather(*(check_health(self._channels[w], timeout_s=self._probe_timeout_s) for w in missing))
-        gone = [worker_id for worker_id, answer in zip(missing, answers, strict=True) if answer == "UNREACHABLE"]
-        for worker_id in gone:
+        replaced = [worker_id for worker_id in missing if self._addresses[worker_id] in listed_addresses]
+        probed = [worker_id for worker_id in missing if worker_id not in replaced]
+        answers = await asyncio.gather(*(check_health(self._channels[w], timeout_s=self._probe_timeout_s) for w in probed))
+        silent = [worker_id for worker_id, answer in zip(probed, answers, strict=True) if answer == "UNREACHABLE"]
+        for worker_id in replaced + silent:
             del self._stubs[worker_id]
+            del self._addresses[worker_id]
             await self._channels.pop(worker_id).close()
-            log.warning("worker %s left the registry and does not answer: its channel is closed", worker_id)
-        return gone
+            log.warning("worker %s left the registry and %s: its channel is closed", worker_id,
+                        "another worker now serves at its address" if worker_id in replaced else "does not answer")
+        return replaced + silent
 
     def connected(self, worker_id: str) -> bool:
         """The worker's channel is open (it is listed, or missing but still answering)."""
@@ -73,5 +81,6 @@ class WorkerPool:
         for channel in self._channels.values():
             await channel.close()
         self._channels.clear()
+        self._addresses.clear()
         self._stubs.clear()
         self.records.clear()

@@ -229,8 +229,9 @@ class SchedulerShell:
         assert self.placement is not None
         records = with_recent_heartbeats(self._pool.records, await self._registry.workers(), time.time(),
                                          self._settings.heartbeat_ttl_s)
-        await self._pool.refresh(records)
+        given_up = await self._pool.refresh(records)
         self.placement.sync(records)
+        self.placement.forget_workers(given_up)
 
     async def _refresh_ranks(self) -> None:
         assert self._applications is not None
