@@ -76,3 +76,37 @@ def test_a_step_is_decided_once_while_its_run_stays_in_the_same_step():
         moved = reports.get_nowait()
         timers.update(moved)
         assert not timers.sent(Timer(103.0, moved, "search"))
+
+
+def test_a_watcher_that_reads_late_holds_each_runs_latest_report_only():
+    clock = Clock()
+    board = RunBoard(ttl_s=3600, clock=clock)
+    with board.watch() as reports:
+        for second in range(100):  # ten runs re-ranked every second while the watcher's client holds it back
+            clock.now_s += 1
+            for run in range(10):
+                board.report("app", f"r{run}", RunPosition("fetch"), attained_s=float(second))
+        assert len(reports) == 10
+        latest = [reports.get_nowait() for _ in range(10)]
+        assert [report.run_id for report in latest] == [f"r{run}" for run in range(10)]
+        assert {report.started_s for report in latest} == {clock.now_s - 99.0} and reports.empty()
+
+
+def test_a_run_that_left_its_step_and_came_back_is_read_as_a_leave_then_its_latest_report():
+    clock = Clock()
+    board = RunBoard(ttl_s=3600, clock=clock)
+    timers = PrewarmTimers()
+    with board.watch() as reports:
+        board.report("app", "a", RunPosition("fetch"), attained_s=0.0)
+        first = reports.get_nowait()
+        timers.update(first)
+        timers.mark_sent(Timer(101.0, first, "search"))
+        board.leave("app", "a")  # the step ended; a loop brings the run back to it before the watcher reads
+        board.report("app", "a", RunPosition("fetch"), attained_s=0.0)
+        board.report("app", "a", RunPosition("fetch"), attained_s=0.5)
+        assert len(reports) == 2
+        leave, back = reports.get_nowait(), reports.get_nowait()
+        assert leave.position is None and back.started_s == 99.5 and reports.empty()
+        timers.update(leave)
+        timers.update(back)
+        assert not timers.sent(Timer(102.0, back, "search"))  # a new execution of the step: decided afresh

@@ -2,7 +2,8 @@
 
 A run reports the step it is in with ``Estimate`` (``run_id`` and ``current_step``); recording a
 finished step takes it out until its next report. ``RunBoard`` keeps the latest report of each run and
-hands every report to each watcher (``WatchPrewarm`` stream). A watcher keeps ``PrewarmTimers``: one
+hands every report to each watcher (``WatchPrewarm`` stream), whose ``ReportInbox`` keeps only what a
+late reader still needs of each run. A watcher keeps ``PrewarmTimers``: one
 timer per (report, downstream step), due when Eq. 3's ``p_e`` falls to K; a newer report of the run
 makes the older timers stale, so a decision is never sent for a step the run has left.
 """
@@ -48,7 +49,7 @@ class RunBoard:
         self._ttl_s = ttl_s
         self._swept_s = clock()
         self._runs: dict[RunKey, RunReport] = {}
-        self._watchers: set[asyncio.Queue[RunReport | None]] = set()
+        self._watchers: set[ReportInbox] = set()
         self._sequence = itertools.count(1)
 
     def report(self, application: str, run_id: str, position: RunPosition, attained_s: float) -> None:
@@ -69,21 +70,21 @@ class RunBoard:
             self.leave(application_name, run_id)
 
     def close(self) -> None:
-        """Ends every watch: each watcher's queue gets None (the service is stopping)."""
-        for queue in self._watchers:
-            queue.put_nowait(None)
+        """Ends every watch: each watcher's inbox reads None (the service is stopping)."""
+        for inbox in self._watchers:
+            inbox.close()
 
     @contextmanager
-    def watch(self) -> Iterator[asyncio.Queue[RunReport | None]]:
-        """A queue of reports, starting with every run in progress, then None if the board closes."""
-        queue: asyncio.Queue[RunReport | None] = asyncio.Queue()
+    def watch(self) -> Iterator[ReportInbox]:
+        """An inbox of reports, starting with every run in progress, then None if the board closes."""
+        inbox = ReportInbox()
         for report in self._runs.values():
-            queue.put_nowait(report)
-        self._watchers.add(queue)
+            inbox.put(report)
+        self._watchers.add(inbox)
         try:
-            yield queue
+            yield inbox
         finally:
-            self._watchers.discard(queue)
+            self._watchers.discard(inbox)
 
     def _sweep(self, now_s: float) -> None:
         """Drops the runs silent for longer than ``ttl_s``: abandoned, or lost by their caller."""
@@ -97,8 +98,59 @@ class RunBoard:
             self._runs.pop(report.key, None)
         else:
             self._runs[report.key] = report
-        for queue in self._watchers:
-            queue.put_nowait(report)
+        for inbox in self._watchers:
+            inbox.put(report)
+
+
+class ReportInbox:
+    """One watcher's unread reports: per run, its latest report and whether it left a step since the last
+    read. A newer report makes a run's older ones stale, so a watcher that reads late (its stream held
+    back by its client) holds one or two reports per run, however many arrived meanwhile.
+    """
+
+    def __init__(self) -> None:
+        self._unread: dict[RunKey, tuple[RunReport | None, RunReport | None]] = {}  # (leave, latest), oldest first
+        self._changed = asyncio.Event()
+        self._closed = False
+
+    def __len__(self) -> int:
+        return sum((leave is not None) + (latest is not None) for leave, latest in self._unread.values())
+
+    def put(self, report: RunReport) -> None:
+        leave, _ = self._unread.pop(report.key, (None, None))
+        # The leave stays ahead of a later report: it is what resets the steps decided for the run.
+        self._unread[report.key] = (report, None) if report.position is None else (leave, report)
+        self._changed.set()
+
+    def close(self) -> None:
+        self._closed = True
+        self._changed.set()
+
+    def empty(self) -> bool:
+        return not self._unread and not self._closed
+
+    def get_nowait(self) -> RunReport | None:
+        """The oldest unread report, None once closed.
+
+        Raises:
+            asyncio.QueueEmpty: nothing unread.
+        """
+        if self._closed:
+            return None
+        if not self._unread:
+            raise asyncio.QueueEmpty
+        key, (leave, latest) = next(iter(self._unread.items()))
+        if leave is not None and latest is not None:
+            self._unread[key] = (None, latest)
+            return leave
+        del self._unread[key]
+        return leave or latest
+
+    async def get(self) -> RunReport | None:
+        while self.empty():
+            self._changed.clear()
+            await self._changed.wait()
+        return self.get_nowait()
 
 
 @dataclass(frozen=True)
