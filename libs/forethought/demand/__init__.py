@@ -2,7 +2,13 @@
 Gittins and least-slack ranks, and prewarm decisions. Pure: randomness and time come in as arguments;
 the only I/O is ``load_application`` reading the file it is given."""
 
-from forethought.demand.application_file import PROFILING_RUNS, application_from_dict, draw_runs, load_application
+from forethought.demand.application_file import (
+    PROFILING_RUNS,
+    application_from_dict,
+    draw_runs,
+    load_application,
+    require_application_name,
+)
 from forethought.demand.consumption import Consumption, DemandVariable, Observation, UnitExecution
 from forethought.demand.distribution import DiscreteDemand, discretize
 from forethought.demand.estimate import (
@@ -36,6 +42,7 @@ __all__ = [
     "MAX_RECORDED",
     "MAX_WALK_UNITS",
     "PROFILING_RUNS",
+    "require_application_name",
     "WALKS",
     "BackendKind",
     "BackendSpec",

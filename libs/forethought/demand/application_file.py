@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,15 @@ from forethought.domain import InvalidField, require
 
 PROFILING_RUNS = 200
 """Synthetic runs recorded when a file does not say (the paper profiles 100 to 1,000 runs)."""
+
+APPLICATION_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+"""An application's name: also a metric label and a Redis key part, so short and plain."""
+
+
+def require_application_name(name: str, field: str) -> None:
+    """Raises InvalidField naming ``field`` unless ``name`` is an application's name."""
+    require(APPLICATION_NAME.fullmatch(name) is not None, field, f"must match {APPLICATION_NAME.pattern}")
+
 
 MAX_PROFILING_RUN_UNITS = 100_000
 

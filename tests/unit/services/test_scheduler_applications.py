@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+from forethought.domain import InvalidField
 from forethought.services.scheduler.applications import ApplicationRuns
 from forethought.v1 import demand_pb2, scheduler_pb2
 
@@ -36,3 +38,13 @@ async def test_a_step_cancelled_while_its_report_waits_leaves_the_run_free_to_be
     await asyncio.gather(step, return_exceptions=True)
     now[0] += 61.0
     assert await runs.expire_idle() == [run_id]  # nothing left in flight: the idle run is abandoned
+
+
+async def test_an_application_name_that_no_registration_could_have_is_refused_before_the_demand_service() -> None:
+    demand = StalledDemand()
+    runs = ApplicationRuns(demand, revise=lambda *_: True, timeout_s=5.0, idle_ttl_s=60.0)
+    for name in ("a" * 129, "spaces in it", "label\"quote"):
+        with pytest.raises(InvalidField) as refused:
+            await runs.submit(scheduler_pb2.SubmitApplicationRequest(application=name))
+        assert refused.value.field == "application" and "[A-Za-z0-9_.-]{1,128}" in refused.value.rule
+    assert demand.estimates == 0  # refused up front: with the demand service down, it would have been a metric label

@@ -7,18 +7,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import re
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 
 import yaml
 
-from forethought.demand import DemandEstimator, LlmSeconds, PDGraph, application_from_dict
+from forethought.demand import DemandEstimator, LlmSeconds, PDGraph, application_from_dict, require_application_name
 from forethought.domain import InvalidField, require
 from forethought.rpc.errors import NotFound
 from forethought.services.demand.store import ProfileStore
 
-NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 MAX_PROFILING_RUNS = 10_000
 """Synthetic runs a registration may ask for (the paper profiles 100 to 1,000); more would stall the service."""
 
@@ -68,11 +66,11 @@ class Applications:
         data = parse_application_file(content)
         file_name = data.get("name")
         if name:
-            require(NAME.fullmatch(name) is not None, "application", "must match [A-Za-z0-9_.-]{1,128}")
+            require_application_name(name, "application")
             data = {**data, "name": name}
         else:
-            require(isinstance(file_name, str) and NAME.fullmatch(file_name) is not None,
-                    "application_file.name", "must match [A-Za-z0-9_.-]{1,128} when application is empty")
+            require(isinstance(file_name, str), "application_file.name", "is required when application is empty")
+            require_application_name(str(file_name), "application_file.name")
         runs = data.get("profiling_runs", 0)
         require(not isinstance(runs, int) or runs <= MAX_PROFILING_RUNS, "application_file.profiling_runs",
                 f"must be at most {MAX_PROFILING_RUNS}")

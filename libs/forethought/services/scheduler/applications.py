@@ -20,6 +20,7 @@ import grpc
 from opentelemetry import trace
 from prometheus_client import Counter, Gauge, Histogram
 
+from forethought.demand import require_application_name
 from forethought.domain import EngineStats, InvalidField, require
 from forethought.rpc import convert
 from forethought.rpc.errors import AlreadyExists, FailedPrecondition, NotFound, ServiceError, invalid_argument_of
@@ -116,6 +117,7 @@ class ApplicationRuns:
 
     async def submit(self, request: scheduler_pb2.SubmitApplicationRequest) -> scheduler_pb2.SubmitApplicationResponse:
         require(bool(request.application), "application", "is required")
+        require_application_name(request.application, "application")  # a metric label even when demand is down
         require(len(request.run_id) <= MAX_RUN_ID, "run_id", f"must be at most {MAX_RUN_ID} characters")
         now = self._clock()
         deadline_s = convert.seconds_of(request.deadline, "deadline") if request.HasField("deadline") else 0.0
