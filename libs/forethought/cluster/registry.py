@@ -5,18 +5,24 @@ Key layout (``ns`` is the configured namespace):
 - ``{ns}:worker:{id}``: a hash (address, model, engine, capacity, state, heartbeat_s, load as JSON)
   with a TTL of ``ttl_s``; each heartbeat rewrites it and renews the TTL, so a dead worker's entry
   expires by itself and readers drop its id from the set.
+
+A reader skips an entry it cannot read (logged once per worker) rather than the whole list, and ignores
+load fields it does not know: during a rolling upgrade a newer worker's entry may carry more.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import redis.asyncio as aioredis
 
 from forethought.domain import ClassLoad, EngineStats
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -36,10 +42,16 @@ def stats_to_json(stats: EngineStats) -> str:
 
 
 def stats_from_json(text: str) -> EngineStats:
+    """The load a worker published; fields this version does not know are ignored."""
     raw = json.loads(text)
-    raw["rt"] = ClassLoad(**raw.get("rt", {}))
-    raw["be"] = ClassLoad(**raw.get("be", {}))
-    return EngineStats(**raw)
+    raw["rt"] = ClassLoad(**_known(ClassLoad, raw.get("rt", {})))
+    raw["be"] = ClassLoad(**_known(ClassLoad, raw.get("be", {})))
+    return EngineStats(**_known(EngineStats, raw))
+
+
+def _known(kind: type, raw: Mapping[str, object]) -> dict[str, object]:
+    names = {field.name for field in fields(kind)}
+    return {name: value for name, value in raw.items() if name in names}
 
 
 class WorkerRegistry:
@@ -51,20 +63,21 @@ class WorkerRegistry:
         self._ns = namespace
         self._ttl_ms = int(ttl_s * 1000)
         self._clock = clock
+        self._unreadable: set[str] = set()  # ids whose entry could not be read, logged once
 
     def _key(self, worker_id: str) -> str:
         return f"{self._ns}:worker:{worker_id}"
 
     async def heartbeat(self, record: WorkerRecord) -> None:
         """Writes the record with a fresh heartbeat time and TTL (registering it if new)."""
-        fields = {
+        entry = {
             "address": record.address, "model": record.model, "engine": record.engine,
             "capacity": record.capacity, "state": record.state, "heartbeat_s": self._clock(),
             "load": stats_to_json(record.load),
         }
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.sadd(f"{self._ns}:workers", record.worker_id)
-            pipe.hset(self._key(record.worker_id), mapping=fields)
+            pipe.hset(self._key(record.worker_id), mapping=entry)
             pipe.pexpire(self._key(record.worker_id), self._ttl_ms)
             await pipe.execute()
 
@@ -84,10 +97,18 @@ class WorkerRegistry:
             entries = await pipe.execute()
         live, dead = [], []
         for worker_id, entry in zip(ids, entries):
-            if entry:
-                live.append(_record(worker_id, {_text(k): _text(v) for k, v in entry.items()}))
-            else:
+            if not entry:
                 dead.append(worker_id)
+                self._unreadable.discard(worker_id)
+                continue
+            try:
+                live.append(_record(worker_id, {_text(k): _text(v) for k, v in entry.items()}))
+                self._unreadable.discard(worker_id)
+            except (KeyError, ValueError, TypeError) as error:  # one bad entry must not hide every worker
+                if worker_id not in self._unreadable:
+                    self._unreadable.add(worker_id)
+                    log.warning("worker %s: its registry entry cannot be read (%s: %s); it is left out",
+                                worker_id, type(error).__name__, error)
         if dead:
             await self._redis.srem(f"{self._ns}:workers", *dead)
         return live

@@ -1,0 +1,32 @@
+"""The worker registry over a real Redis: one entry a reader cannot read leaves the others listed."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from forethought.cluster.registry import WorkerRecord, WorkerRegistry, stats_to_json
+from forethought.domain import EngineStats
+from redis.asyncio import Redis
+
+
+async def test_an_unreadable_entry_is_left_out_once_logged_and_the_others_stay_listed(
+        redis_client: Redis, namespace: str, caplog: pytest.LogCaptureFixture) -> None:
+    registry = WorkerRegistry(redis_client, namespace, ttl_s=60)
+    for worker_id in ("w0", "w1", "w2"):
+        await registry.heartbeat(WorkerRecord(worker_id, f"127.0.0.1:{5000 + int(worker_id[1])}", "m", "sim", 8))
+    await redis_client.hset(f"{namespace}:worker:w1", "capacity", "eight")  # a bad value
+    # A newer worker's load with a field this version does not know (a rolling upgrade): still read.
+    newer = json.loads(stats_to_json(EngineStats(total_kv_blocks=300)))
+    newer["speculative_tokens"] = 12
+    await redis_client.hset(f"{namespace}:worker:w2", "load", json.dumps(newer))
+    with caplog.at_level(logging.WARNING, logger="forethought.cluster.registry"):
+        first = await registry.workers()
+        second = await registry.workers()
+    assert [record.worker_id for record in first] == ["w0", "w2"] == [record.worker_id for record in second]
+    assert first[1].load.total_kv_blocks == 300
+    warnings = [record.getMessage() for record in caplog.records]
+    assert len(warnings) == 1 and warnings[0].startswith("worker w1: its registry entry cannot be read (ValueError")
+    await registry.heartbeat(WorkerRecord("w1", "127.0.0.1:5001", "m", "sim", 8))  # its next heartbeat mends it
+    assert [record.worker_id for record in await registry.workers()] == ["w0", "w1", "w2"]
