@@ -79,6 +79,9 @@ class NullEngineBackend:
         """Requests finish as they arrive, so there is never one to abort."""
         return False
 
+    def failure(self) -> str | None:
+        return None
+
     def stats(self) -> EngineStats:
         rt = sum(1 for service_class in self._running.values() if service_class is ServiceClass.RT)
         return EngineStats(

@@ -77,5 +77,8 @@ class EngineBackend(Protocol):
     def stats(self) -> EngineStats:
         """The current load snapshot."""
 
+    def failure(self) -> str | None:
+        """Why the engine can no longer serve (its loop or its process died); None while it can."""
+
     def cache_events(self) -> AsyncIterator[Sequence[CacheEvent]]:
         """Batches of prefix-cache events, in the order the engine produced them."""

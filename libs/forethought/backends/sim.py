@@ -120,6 +120,12 @@ class SimEngineBackend:
             stream.put_nowait(GenerationChunk(request_id, (), finish_reason=FinishReason.ABORT, usage=usage))
         return True
 
+    def failure(self) -> str | None:
+        if self._task is None or not self._task.done():
+            return None
+        error = None if self._task.cancelled() else self._task.exception()
+        return f"the engine loop ended: {type(error).__name__}: {error}" if error else "the engine loop ended"
+
     def stats(self) -> EngineStats:
         return self.core.stats()
 

@@ -3,7 +3,9 @@ status mapping and a graceful stop on SIGTERM or SIGINT.
 
 A service's shell (``forethought.services.<name>.shell``) declares a ``ServiceSpec``: its name, its
 ``Settings`` (a ``ServiceSettings`` subclass) and ``build(settings) -> Service``; this module does
-everything else.
+everything else. A shell that can no longer serve (a background task it needs ended, its engine died)
+says so through ``failure()``: the service turns NOT_SERVING, drains and exits with status 1, so that its
+supervisor (Kubernetes, compose's restart policy) starts it again.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ log = logging.getLogger(__name__)
 READY_MARKER = "FORETHOUGHT_READY"
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 RECANCEL_S = 0.5  # how long a stopping shell waits on a cancelled task before cancelling it again
+FAILURE_POLL_S = 1.0  # how often a serving shell is asked whether it can still serve
 
 
 class Service(Protocol):
@@ -50,6 +53,9 @@ class Service(Protocol):
 
     async def stop(self) -> None:
         """In-flight calls are done: release every resource."""
+
+    def failure(self) -> str | None:
+        """Why the shell can no longer serve; None while it can (asked every ``FAILURE_POLL_S`` while serving)."""
 
 
 @dataclass
@@ -73,6 +79,20 @@ class PlainService:
 
     async def stop(self) -> None:
         return None
+
+    def failure(self) -> str | None:
+        return None
+
+
+def ended_task(tasks: Sequence[asyncio.Task[None]]) -> str | None:
+    """A shell's ``failure`` from its background tasks, each of which runs as long as the shell serves: the
+    first that ended, with what it raised; None while all run."""
+    for task in tasks:
+        if task.done():
+            error = None if task.cancelled() else task.exception()
+            name = task.get_name()
+            return f"its task {name} ended: {type(error).__name__}: {error}" if error else f"its task {name} ended"
+    return None
 
 
 async def cancel_tasks(tasks: Sequence[asyncio.Task[None]]) -> None:
@@ -108,10 +128,13 @@ class ServiceSpec:
 
 
 @asynccontextmanager
-async def running_service(spec: ServiceSpec, settings: ServiceSettings, service: Service | None = None) -> AsyncIterator[str]:
+async def running_service(spec: ServiceSpec, settings: ServiceSettings, service: Service | None = None,
+                          on_failure: Callable[[str], None] | None = None) -> AsyncIterator[str]:
     """Runs the service in this event loop; yields its address; stops it gracefully on exit.
 
     ``service``: a shell built by the caller (a benchmark sharing one engine), instead of ``spec.build(settings)``.
+    ``on_failure``: called with the reason once the shell reports it can no longer serve (its health is then
+    NOT_SERVING already); ``serve`` stops the process with it.
     """
     if service is None:
         if spec.build is None:
@@ -138,16 +161,32 @@ async def running_service(spec: ServiceSpec, settings: ServiceSettings, service:
         raise OSError(f"cannot listen on {settings.host}:{settings.port}")
     address = f"{settings.host}:{port}"
     await server.start()
+    watchdog: list[asyncio.Task[None]] = []
     try:
         await service.start(address)
-        for health_name in ("", service.grpc_service_name):
+        health_names = ("", service.grpc_service_name)
+        for health_name in health_names:
             await health_servicer.set(health_name, health_pb2.HealthCheckResponse.SERVING)
+        watchdog.append(asyncio.create_task(_watch_failure(spec.name, service, health_servicer, health_names, on_failure),
+                                            name=f"{spec.name}-failure-watch"))
         yield address
     finally:
+        await cancel_tasks(watchdog)
         await health_servicer.enter_graceful_shutdown()
         await service.drain()
         await server.stop(settings.grace_s)
         await service.stop()
+
+
+async def _watch_failure(name: str, service: Service, health_servicer: health.aio.HealthServicer,
+                         health_names: Sequence[str], on_failure: Callable[[str], None] | None) -> None:
+    while (reason := service.failure()) is None:
+        await asyncio.sleep(FAILURE_POLL_S)
+    log.critical("%s cannot serve any more: %s", name, reason)
+    for health_name in health_names:
+        await health_servicer.set(health_name, health_pb2.HealthCheckResponse.NOT_SERVING)
+    if on_failure is not None:
+        on_failure(reason)
 
 
 def server_credentials(settings: ServiceSettings) -> grpc.ServerCredentials | None:
@@ -164,7 +203,8 @@ def server_credentials(settings: ServiceSettings) -> grpc.ServerCredentials | No
 
 
 async def serve(spec: ServiceSpec, settings: ServiceSettings) -> int:
-    """Runs the service until SIGTERM or SIGINT, then drains in-flight calls and returns 0."""
+    """Runs the service until SIGTERM or SIGINT, then drains in-flight calls and returns 0; or until its shell
+    can no longer serve, then drains likewise and returns 1."""
     name = spec.name
     configure_logging(name, settings.log_format, settings.log_level)
     configure_tracing(name, settings.otel_exporter, settings.otel_endpoint)
@@ -176,13 +216,19 @@ async def serve(spec: ServiceSpec, settings: ServiceSettings) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    async with (spec.running(settings) if spec.running else running_service(spec, settings)) as address:
+    failures: list[str] = []
+
+    def failed(reason: str) -> None:
+        failures.append(reason)
+        stop.set()
+
+    async with (spec.running(settings) if spec.running else running_service(spec, settings, on_failure=failed)) as address:
         log.info("%s serving on %s", name, address)
         print(f"{READY_MARKER} {name} {address}", flush=True)
         await stop.wait()
         log.info("%s stopping: draining in-flight calls for up to %.1f s", name, settings.grace_s)
-    log.info("%s stopped", name)
-    return 0
+    log.info("%s stopped%s", name, f" ({failures[0]}): exit status 1" if failures else "")
+    return 1 if failures else 0
 
 
 def main(spec: ServiceSpec, argv: list[str] | None = None) -> int:

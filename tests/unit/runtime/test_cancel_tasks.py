@@ -1,10 +1,11 @@
-"""A stopping shell's background tasks end, even one whose code turns its cancel into an error and goes on."""
+"""A shell's background tasks: a stopping shell's end, even one whose code turns its cancel into an error and goes
+on; a serving shell whose task ended reports it."""
 
 from __future__ import annotations
 
 import asyncio
 
-from forethought.rpc.server import cancel_tasks
+from forethought.rpc.server import cancel_tasks, ended_task
 
 
 async def retrying_loop(cancels_seen: list[int]) -> None:
@@ -42,3 +43,20 @@ async def test_tasks_that_end_on_their_cancel_or_had_failed_stop_at_once():
     await asyncio.sleep(0)
     await cancel_tasks(tasks)
     assert isinstance(tasks[0].exception(), RuntimeError) and tasks[1].cancelled()
+
+
+async def test_a_shell_fails_when_one_of_its_background_tasks_ends() -> None:
+    async def forever() -> None:
+        await asyncio.Event().wait()
+
+    async def broken() -> None:
+        raise ConnectionError("redis went away")
+
+    running = asyncio.create_task(forever(), name="heartbeats")
+    assert ended_task([running]) is None
+    failing = asyncio.create_task(broken(), name="placement-loop")
+    returned = asyncio.create_task(asyncio.sleep(0), name="reader")
+    await asyncio.sleep(0.01)
+    assert ended_task([running, failing]) == "its task placement-loop ended: ConnectionError: redis went away"
+    assert ended_task([running, returned]) == "its task reader ended"
+    await cancel_tasks([running, failing, returned])

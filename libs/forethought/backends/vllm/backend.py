@@ -426,6 +426,11 @@ class VllmEngineBackend:
         await self._engine.abort(request_id)
         return True
 
+    def failure(self) -> str | None:
+        if self._engine is not None and self._engine.errored:
+            return "the vLLM engine died (its engine core process or output loop ended)"
+        return None
+
     def stats(self) -> EngineStats:
         return self._monitor.snapshot(self.options.index_block_size)
 

@@ -20,7 +20,7 @@ from forethought.cluster.registry import WorkerRegistry
 from forethought.config import ConfigError, ServiceSettings, option
 from forethought.costmodel import PROFILES, profile_names
 from forethought.demand import EXPECTED_EFFECTIVENESS, WALKS, BackendKind, BackendSpec
-from forethought.rpc.server import ServiceSpec, cancel_tasks
+from forethought.rpc.server import ServiceSpec, cancel_tasks, ended_task
 from forethought.services.demand.applications import Applications
 from forethought.services.demand.runs import RunBoard
 from forethought.services.demand.seconds import CostModelSeconds
@@ -94,7 +94,7 @@ class DemandShell:
 
     async def start(self, address: str) -> None:
         await self._redis.ping()
-        self._tasks = [asyncio.create_task(self._read_registry())]
+        self._tasks = [asyncio.create_task(self._read_registry(), name="registry-reader")]
         log.info("demand: cost profile %s, %d walks, K %.2f", self._settings.cost_profile, self._settings.walks,
                  self._settings.prewarm_knob)
 
@@ -104,6 +104,9 @@ class DemandShell:
     async def stop(self) -> None:
         await cancel_tasks(self._tasks)
         await self._redis.aclose()
+
+    def failure(self) -> str | None:
+        return ended_task(self._tasks)
 
     def _is_warm(self, backend: BackendSpec) -> bool:
         """A model that a live worker serves as its own needs no prewarm; adapters, prompt prefixes and tools

@@ -83,6 +83,9 @@ class PlannerShell:
         await self.servicer.close()
         await self._redis.aclose()
 
+    def failure(self) -> str | None:
+        return None  # no task of its own: a job's runner failing fails that job only
+
 
 def build(settings: Settings) -> PlannerShell:
     return PlannerShell(settings)

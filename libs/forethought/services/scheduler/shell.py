@@ -32,7 +32,7 @@ from forethought.queueing import POLICY_NAMES, FairQueue, GlobalQueue, build_pol
 from forethought.routing import ROUTER_NAMES, build_router
 from forethought.rpc.access import AccessInterceptor
 from forethought.rpc.channels import channel_tls_of, open_channel
-from forethought.rpc.server import ServiceSpec, cancel_tasks
+from forethought.rpc.server import ServiceSpec, cancel_tasks, ended_task
 from forethought.scheduling import Dispatcher, WorkerSlots
 from forethought.services.scheduler.applications import ApplicationRuns
 from forethought.services.scheduler.forecasts import ForecastClient
@@ -195,7 +195,7 @@ class SchedulerShell:
         assert self.placement is not None  # NOTE: register() runs before start()
         await self._refresh_workers()
         self._tasks = [
-            asyncio.create_task(self.placement.run()),
+            asyncio.create_task(self.placement.run(), name="placement-loop"),
             asyncio.create_task(self._every(self._settings.registry_poll_s, self._refresh_workers, "reading the worker registry")),
             asyncio.create_task(self._every(self._settings.sweep_interval_s, self._sweep, "sweeping the prefix index")),
             asyncio.create_task(self._every(self._owners.flush_interval_s, self._owners.flush, "writing request owner records")),
@@ -212,6 +212,9 @@ class SchedulerShell:
 
     async def drain(self) -> None:
         return None
+
+    def failure(self) -> str | None:
+        return ended_task(self._tasks)  # the placement loop above all: without it no request is ever placed
 
     async def stop(self) -> None:
         await cancel_tasks(self._tasks)

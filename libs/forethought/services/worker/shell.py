@@ -33,7 +33,7 @@ from forethought.prewarm import (
     PrewarmKind,
     ProcessPoolSandbox,
 )
-from forethought.rpc.server import ServiceSpec, cancel_tasks
+from forethought.rpc.server import ServiceSpec, cancel_tasks, ended_task
 from forethought.services.worker.metrics import WORKER_STATS, WorkerReading
 from forethought.services.worker.servicer import WorkerServicer
 from forethought.v1 import worker_pb2_grpc
@@ -189,9 +189,9 @@ class WorkerShell:
         await self._heartbeat()
         self._metrics_key = WORKER_STATS.add(self._reading)
         self._tasks = [
-            asyncio.create_task(self._heartbeats()),
-            asyncio.create_task(self._publish_cache_events(events)),
-            asyncio.create_task(self._expire_prewarms()),
+            asyncio.create_task(self._heartbeats(), name="heartbeats"),
+            asyncio.create_task(self._publish_cache_events(events), name="cache-event-publisher"),
+            asyncio.create_task(self._expire_prewarms(), name="prewarm-expiry"),
         ]
         log.info("worker %s registered at %s (engine %s, model %s, loaded in %.1f s)", self._worker_id,
                  self._address, self._settings.engine, self._settings.model, load_s)
@@ -215,6 +215,10 @@ class WorkerShell:
         await self._agent.close()
         await self._agent.lifecycle.stop_all()
         await self._redis.aclose()
+
+    def failure(self) -> str | None:
+        engine = self._engine.failure()
+        return f"its engine for {self._settings.model} failed: {engine}" if engine else ended_task(self._tasks)
 
     async def _leave_registry(self) -> None:
         await self._registry.deregister(self._worker_id)
@@ -262,8 +266,11 @@ class WorkerShell:
     async def _expire_prewarms(self) -> None:
         while True:
             await asyncio.sleep(min(5.0, self._settings.prewarm_ttl_s / 2))
-            for entry in await self._agent.expire():
-                log.info("prewarmed %s %s expired unused", entry.kind.name.lower(), entry.key)
+            try:
+                for entry in await self._agent.expire():
+                    log.info("prewarmed %s %s expired unused", entry.kind.name.lower(), entry.key)
+            except Exception:  # a release that failed (a tool's container, an engine's stop) is tried next round
+                log.warning("releasing expired prewarms failed; retrying", exc_info=True)
 
 
 def build(settings: Settings) -> WorkerShell:
