@@ -15,6 +15,7 @@ expire as waste and the agent releases tools and models it started.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import time
 import uuid
@@ -194,7 +195,7 @@ class PrewarmAgent:
         launcher = self.tools.get(kind)
         if launcher is None:
             raise _Unsupported(f"no tool launcher of kind {kind!r} on this worker")
-        availability = launcher.availability()
+        availability = await asyncio.to_thread(launcher.availability)  # `docker info` may take seconds: not on the loop
         if not availability.available:
             raise _Unsupported(availability.reason)
         await launcher.warm()
