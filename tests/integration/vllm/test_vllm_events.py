@@ -53,3 +53,41 @@ def test_orphans_offloaded_copies_and_clears() -> None:
     translator.translate([_stored([51], None, TOKENS[:32])])
     assert translator.translate([VllmCleared()]) == [AllBlocksCleared()]
     assert translator.index_hashes(51) == ()
+
+
+async def test_the_subscriber_relays_on_past_a_batch_it_cannot_read_and_the_index_forgets_the_engines_blocks() -> None:
+    import asyncio
+
+    import msgspec
+    import zmq
+    import zmq.asyncio
+    from forethought.backends.vllm.events import KvEventSubscriber
+    from forethought.cluster.redis_server import free_port
+    from vllm.distributed.kv_events import KVEventBatch
+
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    context = zmq.asyncio.Context()
+    publisher = context.socket(zmq.PUB)
+    publisher.bind(endpoint)
+    subscriber = KvEventSubscriber(endpoint, "kv", KvEventTranslator(16))
+    try:
+        await subscriber.start()
+        batches = subscriber.batches()
+        received = asyncio.ensure_future(anext(batches))
+        await asyncio.sleep(0.05)  # the listener is registered
+        stored = KVEventBatch(ts=0.0, events=[_stored([11], None, TOKENS[:32])])
+        for seq, payload in enumerate([msgspec.msgpack.encode(stored), b"\x93not a batch",
+                                       msgspec.msgpack.encode(KVEventBatch(ts=1.0, events=[_stored([21], None, TOKENS[32:64])]))]):
+            await publisher.send_multipart([b"kv", seq.to_bytes(8, "big"), payload])
+        first = await asyncio.wait_for(received, 10)
+        second = await asyncio.wait_for(anext(batches), 10)
+        third = await asyncio.wait_for(anext(batches), 10)
+        assert [type(event) for event in first] == [BlockStored]
+        assert second == [AllBlocksCleared()] and subscriber.unreadable_batches == 1
+        assert [type(event) for event in third] == [BlockStored]  # and the relay goes on
+        assert subscriber.translator.index_hashes(11) == ()  # forgotten with the bad batch
+        await batches.aclose()
+    finally:
+        await subscriber.stop()
+        publisher.close(linger=0)
+        context.term()

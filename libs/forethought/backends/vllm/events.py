@@ -56,10 +56,14 @@ class KvEventTranslator:
                 if removed.block_hashes:
                     translated.append(removed)
             elif kind == "AllBlocksCleared":
-                self._chains.clear()
-                self._owners.clear()
+                self.forget()
                 translated.append(AllBlocksCleared())
         return translated
+
+    def forget(self) -> None:
+        """Drops every block known: the engine cleared its cache, or a batch could not be read."""
+        self._chains.clear()
+        self._owners.clear()
 
     def index_hashes(self, vllm_hash: Hashable) -> tuple[int, ...]:
         """The index hashes standing for one live vLLM block; empty when unknown."""
@@ -116,6 +120,7 @@ class KvEventSubscriber:
         self.topic = topic
         self.translator = translator
         self.missed_batches = 0
+        self.unreadable_batches = 0
         self._listeners: set[asyncio.Queue[Sequence[CacheEvent] | None]] = set()
         self._context = zmq.asyncio.Context()
         self._socket = self._context.socket(zmq.SUB)
@@ -160,7 +165,15 @@ class KvEventSubscriber:
                 self.missed_batches += seq - expected_seq
                 _log.warning("lost %d KV event batches; the prefix index may lag", seq - expected_seq)
             expected_seq = seq + 1
-            translated = self.translator.translate(decoder.decode(payload).events)
+            try:
+                translated = self.translator.translate(decoder.decode(payload).events)
+            except Exception as error:  # one bad batch must not end the relay, and with it the worker's index upkeep
+                self.unreadable_batches += 1
+                if str(self.unreadable_batches).strip("0") == "1":  # the 1st, 10th, 100th...: a steady fault stays quiet
+                    _log.warning("%d KV event batch(es) could not be read (%s: %s): the index forgets this engine's "
+                                 "blocks until it stores them again", self.unreadable_batches, type(error).__name__, error)
+                self.translator.forget()
+                translated = [AllBlocksCleared()]
             if translated:
                 for listener in self._listeners:
                     listener.put_nowait(translated)
