@@ -32,17 +32,21 @@ class ModelLifecycle:
         started = self._clock()
         if model in self._engines:
             return 0.0
-        # Concurrent loads of one model share one start.
+        # Concurrent loads of one model share one start, which goes on when a caller gives up waiting.
         task = self._loading.get(model)
         if task is None:
-            task = asyncio.create_task(self._start(model))
+            task = asyncio.create_task(self._start(model), name=f"load-{model}")
             self._loading[model] = task
-        try:
-            await asyncio.shield(task)
-        finally:
-            if task.done():
-                self._loading.pop(model, None)
+            task.add_done_callback(lambda done: self._loaded(model, done))
+        await asyncio.shield(task)
         return self._clock() - started
+
+    def _loaded(self, model: str, task: asyncio.Task[EngineBackend]) -> None:
+        """A start ended, whether or not a caller still waits on it: the next load starts afresh."""
+        if self._loading.get(model) is task:
+            del self._loading[model]
+        if not task.cancelled():
+            task.exception()  # a failure no caller waited for is the next load's to meet, not a loose error
 
     async def _start(self, model: str) -> EngineBackend:
         started = self._clock()
@@ -53,7 +57,10 @@ class ModelLifecycle:
         return engine
 
     async def unload(self, model: str) -> bool:
-        """Stops the model's engine; False when it was not loaded."""
+        """Stops the model's engine, once its start in progress (if any) has ended; False when it was not loaded."""
+        loading = self._loading.get(model)
+        if loading is not None:
+            await asyncio.gather(asyncio.shield(loading), return_exceptions=True)
         engine = self._engines.pop(model, None)
         if engine is None:
             return False

@@ -57,6 +57,9 @@ class RecordingEngine:
     def stats(self) -> EngineStats:
         return EngineStats()
 
+    def failure(self) -> str | None:
+        return None
+
     async def cache_events(self) -> AsyncIterator[Sequence[CacheEvent]]:
         return
         yield
