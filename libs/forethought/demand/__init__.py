@@ -42,7 +42,6 @@ __all__ = [
     "MAX_RECORDED",
     "MAX_WALK_UNITS",
     "PROFILING_RUNS",
-    "require_application_name",
     "WALKS",
     "BackendKind",
     "BackendSpec",
@@ -74,4 +73,5 @@ __all__ = [
     "least_slack",
     "load_application",
     "prewarm_decisions",
+    "require_application_name",
 ]

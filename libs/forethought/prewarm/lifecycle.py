@@ -46,7 +46,7 @@ class ModelLifecycle:
         if self._loading.get(model) is task:
             del self._loading[model]
         if not task.cancelled():
-            task.exception()  # a failure no caller waited for is the next load's to meet, not a loose error
+            task.exception()  # retrieved, so a failure no caller waited for is not logged as lost; the next load retries
 
     async def _start(self, model: str) -> EngineBackend:
         started = self._clock()
