@@ -16,6 +16,12 @@ from forethought.config import ServiceSettings
 from forethought.rpc.server import MAX_MESSAGE_BYTES
 
 MAX_RECONNECT_BACKOFF_MS = 2000
+KEEPALIVE_TIME_MS = 10_000
+"""How often a channel with calls open pings its peer. A peer that froze or vanished without closing its
+connections (a stopped process, a dead host, a cut network) answers no ping, and its calls fail UNAVAILABLE
+``KEEPALIVE_TIMEOUT_MS`` later instead of waiting forever; every service's server accepts pings this often
+(``forethought.rpc.server.MIN_PING_INTERVAL_MS``)."""
+KEEPALIVE_TIMEOUT_MS = 5_000
 
 
 @dataclass(frozen=True)
@@ -50,7 +56,12 @@ def open_channel(address: str, traced: bool = True, tls: ChannelTls | None = Non
     interceptors = aio_client_interceptors() if traced else None
     options = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES), ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                # A restarted peer is reached within 2 s; gRPC's default backoff grows to two minutes.
-               ("grpc.max_reconnect_backoff_ms", MAX_RECONNECT_BACKOFF_MS)]
+               ("grpc.max_reconnect_backoff_ms", MAX_RECONNECT_BACKOFF_MS),
+               ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS), ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+               # gRPC waits for a ping's answer this long (a minute by default), keepalive pings included.
+               ("grpc.http2.ping_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+               # Pings go on while a stream is quiet (a long prefill, a watch with nothing to say): gRPC stops after two.
+               ("grpc.http2.max_pings_without_data", 0)]
     if tls is not None:
         return grpc.aio.secure_channel(address, tls.credentials(), interceptors=interceptors, options=options)
     return grpc.aio.insecure_channel(address, interceptors=interceptors, options=options)

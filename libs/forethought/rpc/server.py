@@ -35,6 +35,14 @@ READY_MARKER = "FORETHOUGHT_READY"
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 RECANCEL_S = 0.5  # how long a stopping shell waits on a cancelled task before cancelling it again
 FAILURE_POLL_S = 1.0  # how often a serving shell is asked whether it can still serve
+MIN_PING_INTERVAL_MS = 5_000
+"""The shortest gap between a client's pings that the server accepts: below the clients' keepalive
+(``forethought.rpc.channels.KEEPALIVE_TIME_MS``). gRPC's default, five minutes, answers a client that pings
+more often on a quiet stream with GOAWAY, which would cut long healthy calls."""
+CLIENT_KEEPALIVE_TIME_MS = 60_000
+"""How often the server pings each connected client, so that a client that froze or vanished does not hold a
+stream (and the work behind it) forever: gRPC's default is two hours."""
+CLIENT_KEEPALIVE_TIMEOUT_MS = 20_000
 
 
 class Service(Protocol):
@@ -143,7 +151,12 @@ async def running_service(spec: ServiceSpec, settings: ServiceSettings, service:
     server = grpc.aio.server(
         # The status interceptor also opens the server span: one interceptor layer per call, besides the shell's.
         interceptors=[*spec.interceptors(service), StatusInterceptor()],
-        options=[("grpc.max_send_message_length", MAX_MESSAGE_BYTES), ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)],
+        options=[("grpc.max_send_message_length", MAX_MESSAGE_BYTES), ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                 ("grpc.http2.min_ping_interval_without_data_ms", MIN_PING_INTERVAL_MS),
+                 ("grpc.keepalive_permit_without_calls", 1),  # a ping racing a call's end is no abuse
+                 ("grpc.keepalive_time_ms", CLIENT_KEEPALIVE_TIME_MS),
+                 ("grpc.keepalive_timeout_ms", CLIENT_KEEPALIVE_TIMEOUT_MS),
+                 ("grpc.http2.ping_timeout_ms", CLIENT_KEEPALIVE_TIMEOUT_MS)],
     )
     service.register(server)
     health_servicer = health.aio.HealthServicer()
