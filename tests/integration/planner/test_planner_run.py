@@ -219,6 +219,35 @@ def test_a_job_finishes_on_the_workers_left_when_one_dies_or_freezes(start_servi
     assert max(sent) == 2  # what the lost worker held was sent again
 
 
+def test_a_job_whose_store_refuses_writes_records_its_end_once_they_are_taken_and_resumes(
+        start_service, workers, store, redis_server, namespace):
+    """Redis refuses writes mid-job (as a primary that lost its replicas does, with ``min-replicas-to-write``):
+    the job fails, and its end reaches Redis once writes are taken again instead of reading "running"."""
+    planner = start_service("planner")
+    admin = redis.Redis.from_url(redis_server.url)
+    with grpc.insecure_channel(planner.address) as channel:
+        stub = planner_pb2_grpc.PlannerServiceStub(channel)
+        planned = plan(stub, chain_job([[300, 300, 300, 300, 300]] * 4, summary_tokens=48))
+        stub.Run(planner_pb2.RunRequest(job_id=planned.job_id), timeout=30)
+        deadline = time.monotonic() + 60
+        while len(store(planned.job_id, "outputs")) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        try:
+            admin.config_set("min-replicas-to-write", 1)
+            wait_until(lambda: "its end could not be saved" in planner.log(), "the planner's try to save the end", 30)
+            stored = json.loads(admin.hget(f"{namespace}:planner:job:{planned.job_id}", "run"))
+            assert stored["state"] == "running"  # the end is not written yet
+        finally:
+            admin.config_set("min-replicas-to-write", 0)
+        failed = last_status(stub, planned.job_id, timeout_s=30)
+        assert failed.state == planner_pb2.JOB_STATE_FAILED and "NOREPLICAS" in failed.error, failed.error
+        assert failed.finished_requests < planned.requests
+        stub.Run(planner_pb2.RunRequest(job_id=planned.job_id), timeout=30)
+        status = last_status(stub, planned.job_id)
+    admin.close()
+    assert status.state == planner_pb2.JOB_STATE_DONE and status.finished_requests == planned.requests, status.error
+
+
 def out_of_order_job() -> dict:
     """The plan runs both models in stage 1 and expects the 7B model to finish first (the 13B model decodes
     slower and loads longer on A100s); on sim workers every model decodes alike, so the 13B model's

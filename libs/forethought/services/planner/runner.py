@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
+from redis.exceptions import RedisError
 
 from forethought.cluster.registry import WorkerRecord, WorkerRegistry
 from forethought.domain import InvalidField
@@ -44,6 +45,7 @@ from forethought.v1 import worker_pb2, worker_pb2_grpc
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3  # dispatches of one request before the job fails
+END_SAVE_MAX_WAIT_S = 5.0  # the longest pause between tries to save a run's end
 
 
 @dataclass(frozen=True)
@@ -103,8 +105,22 @@ class JobRunner:
             for channel in self._channels.values():
                 await channel.close()
         self._record.take(self._run, self._workers)
-        await self._store.save(self._job_id, self._record)
+        await self._save_end()
         log.info("job %s %s", self._job_id, self._record.state if not self._record.error else self._record.error)
+
+    async def _save_end(self) -> None:
+        """Writes the run's end, asking again while the store fails (a Redis outage): otherwise the job would
+        read "running" until a later ``Run``. A stop during the tries leaves it so, and that ``Run`` resumes it."""
+        wait_s = 0.1
+        while True:
+            try:
+                await self._store.save(self._job_id, self._record)
+                return
+            except RedisError as error:
+                log.warning("job %s ended %s but its end could not be saved (%s); trying again in %.1f s",
+                            self._job_id, self._record.state, error, wait_s)
+            await asyncio.sleep(wait_s)
+            wait_s = min(2 * wait_s, END_SAVE_MAX_WAIT_S)
 
     def _fail(self, error: str) -> None:
         self._record.state, self._record.error = "failed", error
