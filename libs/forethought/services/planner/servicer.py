@@ -14,6 +14,7 @@ import random
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from functools import partial
 
 import grpc
 
@@ -216,7 +217,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         await self._store.save(stored.job_id, record)
         replan = await asyncio.to_thread(self._replanner, stored, job, held) if request.replan else None
         runner = JobRunner(self._store, self._registry, stored, run, record, outputs, replan, self._tls, self._clock)
-        self._runs[stored.job_id] = asyncio.create_task(runner.run(), name=f"job-{stored.job_id}")
+        task = self._runs[stored.job_id] = asyncio.create_task(runner.run(), name=f"job-{stored.job_id}")
+        task.add_done_callback(partial(self._ended, stored.job_id))
         log.info("running %s: %d of %d requests finished before", stored.job_id, finished, len(job.requests))
         return planner_pb2.RunResponse(job_id=stored.job_id, state=planner_pb2.JOB_STATE_RUNNING,
                                        finished_requests=finished)
@@ -265,6 +267,11 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         if stored is None:
             raise NotFound(f"job_id: no job {job_id!r} was planned in this namespace; Plan it first")
         return stored
+
+    def _ended(self, job_id: str, task: asyncio.Task[None]) -> None:
+        """A run ended (its end is in Redis): only running jobs are kept in memory."""
+        if self._runs.get(job_id) is task:
+            del self._runs[job_id]
 
     async def close(self) -> None:
         """Stops the running jobs where they are; their state stays in Redis for a later Run."""
