@@ -74,6 +74,10 @@ class ModelLifecycle:
     def loaded(self) -> list[str]:
         return list(self._engines)
 
+    def holds(self, model: str) -> bool:
+        """The model's engine runs or is starting."""
+        return model in self._engines or model in self._loading
+
     async def stop_all(self) -> None:
         for model in list(self._engines):
             await self.unload(model)

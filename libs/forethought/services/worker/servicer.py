@@ -148,12 +148,14 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         if held is not None and held != tp and (request.model == self._primary or request.model in self._agent.lifecycle.loaded()):
             raise FailedPrecondition(f"tensor_parallel_size: {request.model!r} runs on this worker with {held}, "
                                      f"not {tp}; unload it first")
-        self.tensor_parallel[request.model] = tp
+        self.tensor_parallel[request.model] = tp  # the engine factory reads it when the load starts
         # NOTE: this call's wait (0 when the model runs already), not the model's last load time.
         try:
             waited = await self._agent.lifecycle.load(request.model)
         except FileNotFoundError as missing:  # an engine that loads weights (vLLM) found none under this name
             raise NotFound(f"model: {missing}") from None
+        finally:
+            self._forget_unheld(request.model)
         return worker_pb2.LoadModelResponse(load_s=waited, tensor_parallel_size=tp)
 
     async def UnloadModel(
@@ -162,7 +164,15 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         require(bool(request.model), "model", "must be non-empty")
         if request.model == self._primary:
             raise FailedPrecondition(f"model: {request.model!r} is this worker's primary model; stop the worker instead")
-        return worker_pb2.UnloadModelResponse(unloaded=await self._agent.lifecycle.unload(request.model))
+        unloaded = await self._agent.lifecycle.unload(request.model)
+        self._forget_unheld(request.model)
+        return worker_pb2.UnloadModelResponse(unloaded=unloaded)
+
+    def _forget_unheld(self, model: str) -> None:
+        """Drops the degree of a model neither running nor starting (a failed load, an unload), so that
+        LoadModel calls naming models that never load leave nothing behind."""
+        if model != self._primary and not self._agent.lifecycle.holds(model):
+            self.tensor_parallel.pop(model, None)
 
     async def Stats(
         self, request: worker_pb2.StatsRequest, context: grpc.aio.ServicerContext
