@@ -1,9 +1,13 @@
 """A worker whose engine dies stops serving: its health turns NOT_SERVING, it leaves the registry and the
-prefix index, and ``serve`` exits with status 1 for its supervisor to restart it."""
+prefix index, and ``serve`` exits with status 1 for its supervisor to restart it; a real vLLM worker does so
+when its engine core process is killed."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
 
 import pytest
 import redis.asyncio as aioredis
@@ -57,3 +61,28 @@ async def test_a_worker_whose_engine_loop_died_turns_not_serving_and_asks_to_sto
 @pytest.mark.parametrize("engine", ["sim", "null"])
 def test_a_serving_engine_reports_no_failure(engine: str) -> None:
     assert build_engine(Settings(engine=engine), "m").failure() is None
+
+
+def engine_core_pids(worker_pid: int) -> list[int]:
+    """vLLM's engine core processes in the worker's process group (vLLM names them ``VLLM::EngineCore``)."""
+    listing = subprocess.run(["ps", "-eo", "pid=,pgid=,args="], capture_output=True, text=True, check=True).stdout
+    rows = [line.split(None, 2) for line in listing.splitlines()]
+    return [int(pid) for pid, pgid, args in rows if int(pgid) == worker_pid and args.startswith("VLLM::EngineCore")]
+
+
+@pytest.mark.slow
+def test_a_vllm_worker_whose_engine_core_is_killed_exits_with_status_1(start_service, redis_server, namespace):
+    worker = start_service("worker", "--engine", "vllm", "--worker-id", "w-vllm-dies", timeout_s=240)
+    (engine_core,) = engine_core_pids(worker.process.pid)
+    os.kill(engine_core, signal.SIGKILL)
+    assert worker.process.wait(timeout=60) == 1, worker.log()
+    assert "the vLLM engine died" in worker.log()
+
+    async def listed() -> list:
+        redis = aioredis.from_url(redis_server.url)
+        try:
+            return await WorkerRegistry(redis, namespace).workers()
+        finally:
+            await redis.aclose()
+
+    assert asyncio.run(listed()) == []  # it left the registry on the way out
