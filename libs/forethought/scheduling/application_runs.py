@@ -20,6 +20,10 @@ from dataclasses import dataclass, field
 
 from forethought.domain import require
 
+MAX_RUN_STEPS = 10_000
+"""Step executions one run may hold: a run is kept whole until it finishes (its executions and events), so a
+client looping without end would otherwise grow it, and the demand service's estimates, without bound."""
+
 
 class StepState(enum.Enum):
     QUEUED = "queued"  # its first request waits for a worker
@@ -154,6 +158,7 @@ class ApplicationRun:
             if joined.state is StepState.DONE:  # a sibling request arrived after the others ended
                 self._set(joined, StepState.RUNNING, now)
         else:
+            self._require_room(step)
             closed = self._close_current(step)
             joined = self._begin(step, StepKind.LLM, now)
         joined.in_flight += 1
@@ -181,6 +186,7 @@ class ApplicationRun:
         """A tool step ran for ``duration_s`` and just ended: its execution, and the one it closed."""
         require(math.isfinite(duration_s) and duration_s >= 0, "duration_s", "must be >= 0")
         self._require_open()
+        self._require_room(step)
         closed = self._close_current(step)
         execution = self._begin(step, StepKind.TOOL, now - duration_s)
         execution.finished_s = now
@@ -216,6 +222,11 @@ class ApplicationRun:
 
     def _require_open(self) -> None:
         require(self.finished_s is None, "run_id", f"run '{self.run_id}' has finished; submit a new run")
+
+    def _require_room(self, next_step: str) -> None:
+        require(len(self.executions) < MAX_RUN_STEPS, "step",
+                f"'{next_step}' would be run '{self.run_id}''s step {len(self.executions) + 1}; a run holds at most "
+                f"{MAX_RUN_STEPS} steps: finish it and submit a new run")
 
     def _close_current(self, next_step: str) -> StepExecution | None:
         current = self.current

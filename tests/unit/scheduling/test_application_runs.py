@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from forethought.domain import InvalidField
-from forethought.scheduling.application_runs import ApplicationRun, StepState
+from forethought.scheduling.application_runs import MAX_RUN_STEPS, ApplicationRun, StepState
 
 
 def test_parallel_requests_join_one_execution_and_a_later_one_begins_the_next():
@@ -82,3 +82,20 @@ def test_a_failed_request_fails_its_step_and_the_run():
     assert run.failed and run.events[-1].state is StepState.FAILED
     with pytest.raises(InvalidField, match="duration_s"):
         ApplicationRun("s", "app", 0.0).report_tool("t", -1.0, 1.0)
+
+
+def test_a_run_holds_at_most_max_run_steps_and_a_step_past_them_changes_nothing():
+    run = ApplicationRun("r", "app", submitted_s=0.0)
+    for index in range(MAX_RUN_STEPS):
+        if index % 2:
+            run.report_tool("search", 0.1, now=float(index))
+        else:
+            execution, _ = run.begin_request("plan", 10, now=float(index))
+            run.end_request(execution, 5, now=index + 0.5)
+    last = run.current
+    for step in (lambda: run.begin_request("plan", 10, now=1e5), lambda: run.report_tool("search", 0.1, now=1e5)):
+        with pytest.raises(InvalidField, match=f"a run holds at most {MAX_RUN_STEPS} steps") as raised:
+            step()
+        assert raised.value.field == "step"
+        assert len(run.executions) == MAX_RUN_STEPS and run.current is last and not last.closed  # nothing was begun or closed
+    assert run.finish(2e5) is last and last.closed  # the run can still be finished
