@@ -269,7 +269,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         return stored
 
     def _ended(self, job_id: str, task: asyncio.Task[None]) -> None:
-        """A run ended (its end is in Redis): only running jobs are kept in memory."""
+        """A run ended or was stopped (Redis holds what a later ``Run`` needs): only running jobs stay in memory."""
         if self._runs.get(job_id) is task:
             del self._runs[job_id]
 
