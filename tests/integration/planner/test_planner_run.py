@@ -224,8 +224,7 @@ def test_a_job_whose_store_refuses_writes_records_its_end_once_they_are_taken_an
     """Redis refuses writes mid-job (as a primary that lost its replicas does, with ``min-replicas-to-write``):
     the job fails, and its end reaches Redis once writes are taken again instead of reading "running"."""
     planner = start_service("planner")
-    admin = redis.Redis.from_url(redis_server.url)
-    with grpc.insecure_channel(planner.address) as channel:
+    with redis.Redis.from_url(redis_server.url) as admin, grpc.insecure_channel(planner.address) as channel:
         stub = planner_pb2_grpc.PlannerServiceStub(channel)
         planned = plan(stub, chain_job([[300, 300, 300, 300, 300]] * 4, summary_tokens=48))
         stub.Run(planner_pb2.RunRequest(job_id=planned.job_id), timeout=30)
@@ -244,7 +243,6 @@ def test_a_job_whose_store_refuses_writes_records_its_end_once_they_are_taken_an
         assert failed.finished_requests < planned.requests
         stub.Run(planner_pb2.RunRequest(job_id=planned.job_id), timeout=30)
         status = last_status(stub, planned.job_id)
-    admin.close()
     assert status.state == planner_pb2.JOB_STATE_DONE and status.finished_requests == planned.requests, status.error
 
 

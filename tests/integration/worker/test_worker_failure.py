@@ -20,6 +20,14 @@ from forethought.v1 import common_pb2, worker_pb2, worker_pb2_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 
+async def registered_workers(redis_url: str, namespace: str) -> list:
+    redis = aioredis.from_url(redis_url)
+    try:
+        return await WorkerRegistry(redis, namespace).workers()
+    finally:
+        await redis.aclose()
+
+
 class EngineFault(RuntimeError):
     """Raised inside a real sim engine's loop: an engine bug, as far as the worker can tell."""
 
@@ -51,11 +59,7 @@ async def test_a_worker_whose_engine_loop_died_turns_not_serving_and_asks_to_sto
         assert status == health_pb2.HealthCheckResponse.NOT_SERVING
         call.cancel()
         await asyncio.gather(stream, return_exceptions=True)
-    redis = aioredis.from_url(redis_server.url)
-    try:
-        assert await WorkerRegistry(redis, namespace).workers() == []  # it left on the way out
-    finally:
-        await redis.aclose()
+    assert await registered_workers(redis_server.url, namespace) == []  # it left on the way out
 
 
 @pytest.mark.parametrize("engine", ["sim", "null"])
@@ -77,12 +81,4 @@ def test_a_vllm_worker_whose_engine_core_is_killed_exits_with_status_1(start_ser
     os.kill(engine_core, signal.SIGKILL)
     assert worker.process.wait(timeout=60) == 1, worker.log()
     assert "the vLLM engine died" in worker.log()
-
-    async def listed() -> list:
-        redis = aioredis.from_url(redis_server.url)
-        try:
-            return await WorkerRegistry(redis, namespace).workers()
-        finally:
-            await redis.aclose()
-
-    assert asyncio.run(listed()) == []  # it left the registry on the way out
+    assert asyncio.run(registered_workers(redis_server.url, namespace)) == []  # it left the registry on the way out
