@@ -145,7 +145,8 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         require(1 <= tp <= self._devices, "tensor_parallel_size",
                 f"must be 0 (one device) or 1..{self._devices}: this worker has {self._devices} device(s)")
         held = self.tensor_parallel.get(request.model)
-        if held is not None and held != tp and (request.model == self._primary or request.model in self._agent.lifecycle.loaded()):
+        # A start in progress counts: a second degree would be reported but never used by that start.
+        if held is not None and held != tp and (request.model == self._primary or self._agent.lifecycle.holds(request.model)):
             raise FailedPrecondition(f"tensor_parallel_size: {request.model!r} runs on this worker with {held}, "
                                      f"not {tp}; unload it first")
         self.tensor_parallel[request.model] = tp  # the engine factory reads it when the load starts
