@@ -14,8 +14,8 @@ import random
 from dataclasses import dataclass
 
 import grpc
-import redis.asyncio as aioredis
 
+from forethought.cluster.redis_client import connect_redis
 from forethought.cluster.registry import WorkerRegistry
 from forethought.config import ConfigError, ServiceSettings, option
 from forethought.costmodel import PROFILES, profile_names
@@ -76,7 +76,7 @@ class DemandShell:
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self._redis = aioredis.from_url(settings.redis_url)
+        self._redis = connect_redis(settings.redis_url)
         self._registry = WorkerRegistry(self._redis, settings.namespace)
         self._served_models: frozenset[str] = frozenset()
         store = ProfileStore(self._redis, settings.namespace, settings.run_ttl_s)

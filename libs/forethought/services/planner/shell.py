@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-import redis.asyncio as aioredis
 
+from forethought.cluster.redis_client import connect_redis
 from forethought.cluster.registry import WorkerRegistry
 from forethought.config import ConfigError, ServiceSettings, option
 from forethought.planner import OutputLengthCDF, load_castillo
@@ -64,7 +64,7 @@ class PlannerShell:
     grpc_service_name = "forethought.v1.PlannerService"
 
     def __init__(self, settings: Settings) -> None:
-        self._redis = aioredis.from_url(settings.redis_url)
+        self._redis = connect_redis(settings.redis_url)
         self.servicer = PlannerServicer(castillo_loader(settings.data_dir), settings.plan_timeout_s,
                                         JobStore(self._redis, settings.namespace),
                                         WorkerRegistry(self._redis, settings.namespace), settings.max_concurrent_plans,

@@ -20,9 +20,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import grpc
-import redis.asyncio as aioredis
 
 from forethought.access import QuotaLedger, TenantBook, tenants_of
+from forethought.cluster.redis_client import connect_redis
 from forethought.cluster.registry import WorkerRegistry, with_recent_heartbeats
 from forethought.config import ConfigError, ServiceSettings, option
 from forethought.documents import read_document
@@ -141,12 +141,12 @@ class SchedulerShell:
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self._redis = aioredis.from_url(settings.redis_url)
+        self._redis = connect_redis(settings.redis_url)
         self._registry = WorkerRegistry(self._redis, settings.namespace, ttl_s=settings.heartbeat_ttl_s)
         self._index = RedisPrefixIndex(self._redis, settings.namespace)
         # Matches get a connection pool of their own without redis-py's per-command timeout (a task per
         # command): the placement loop bounds every match by --index-timeout-s itself.
-        self._match_redis = aioredis.from_url(settings.redis_url, socket_timeout=None)
+        self._match_redis = connect_redis(settings.redis_url, command_timeout_s=None)
         self._match_index = RedisPrefixIndex(self._match_redis, settings.namespace)
         self._tenants = settings.tenants()
         tls = channel_tls_of(settings)  # TLS to every service it calls when set

@@ -18,10 +18,10 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 import grpc
-import redis.asyncio as aioredis
 from prometheus_client import Counter
 
 from forethought.backends.protocol import EngineBackend
+from forethought.cluster.redis_client import connect_redis
 from forethought.cluster.registry import WorkerRecord, WorkerRegistry
 from forethought.config import ConfigError, ServiceSettings, option
 from forethought.costmodel import profile_names
@@ -154,7 +154,7 @@ class WorkerShell:
         from forethought.prefix.redis_index import RedisPrefixIndex
 
         self._settings = settings
-        self._redis = aioredis.from_url(settings.redis_url)
+        self._redis = connect_redis(settings.redis_url)
         self._registry = WorkerRegistry(self._redis, settings.namespace, ttl_s=settings.heartbeat_ttl_s)
         self._index = RedisPrefixIndex(self._redis, settings.namespace)
         self._published = PublishedBlocks()
