@@ -15,8 +15,13 @@ import grpc
 from google.protobuf import duration_pb2
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from forethought.domain import InvalidField
+
+STORE_RETRY_AFTER_S = 1.0
+"""The wait a caller is asked for when Redis, the shared state, cannot be reached."""
 
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 """The trailing metadata that carries the serialized ``google.rpc.Status`` (a convention of every gRPC language)."""
@@ -116,9 +121,12 @@ def retry_info(seconds: float) -> error_details_pb2.RetryInfo:
 
 
 def service_error_of(error: Exception) -> Exception:
-    """The status a handler's exception maps to: a broken request rule (``InvalidField``) is INVALID_ARGUMENT."""
+    """The status a handler's exception maps to: a broken request rule (``InvalidField``) is INVALID_ARGUMENT,
+    and Redis down, not answering or still loading its data is UNAVAILABLE, which callers retry."""
     if isinstance(error, InvalidField):
         return InvalidArgument(error.field, error.rule)
+    if isinstance(error, RedisConnectionError | RedisTimeoutError):
+        return Unavailable(f"the shared state (Redis) cannot be reached: {error}; retry", STORE_RETRY_AFTER_S)
     return error
 
 

@@ -5,6 +5,7 @@ stages from it and in-process."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import subprocess
 import sys
 import time
@@ -12,6 +13,8 @@ import time
 import grpc
 import pytest
 import redis.asyncio as aioredis
+from forethought.cluster.redis_client import COMMAND_TIMEOUT_S
+from forethought.cluster.redis_server import start_redis
 from forethought.planner import LatencyCoefficients, LinearTerms, ModelNode
 from forethought.planner.calibration import CalibratedProfile, load_profile, save_profile
 from forethought.planner.job_file import MODEL_SHAPES, load_job_file, plan_job, resolve_cdfs
@@ -108,6 +111,41 @@ def test_a_search_past_the_timeout_is_deadline_exceeded(start_service, job_file)
             stub.Plan(planner_pb2.PlanRequest(job=job_to_proto(job_file), skip_baselines=True), timeout=60)
     assert raised.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     assert "--plan-timeout-s" in raised.value.details()
+
+
+def test_its_store_frozen_or_down_is_unavailable_and_used_again_once_it_answers(start_service):
+    """Redis stops answering with its socket open (a frozen process, a cut network), then dies: a call
+    needing it fails UNAVAILABLE within the command bound, not at the caller's deadline, and asks for a retry."""
+    redis = start_redis()  # this test's own Redis: it freezes and kills it
+    try:
+        planner = start_service("planner", "--redis-url", redis.url)
+        with grpc.insecure_channel(planner.address) as channel:
+            stub = planner_pb2_grpc.PlannerServiceStub(channel)
+
+            def status_code() -> tuple[grpc.StatusCode, str, float]:
+                began = time.monotonic()
+                with pytest.raises(grpc.RpcError) as raised:
+                    next(stub.Status(planner_pb2.StatusRequest(job_id="never-planned"), timeout=60))
+                return raised.value.code(), raised.value.details(), time.monotonic() - began
+
+            assert status_code()[0] == grpc.StatusCode.NOT_FOUND  # the store answers: no such job
+            redis.process.send_signal(signal.SIGSTOP)
+            frozen = status_code()
+            redis.process.send_signal(signal.SIGCONT)
+            thawed = status_code()
+            redis.process.kill()
+            redis.process.wait()
+            down = status_code()
+    finally:
+        redis.stop()
+    print(f"Redis frozen: {frozen[0].name} after {frozen[2]:.2f} s; thawed: {thawed[0].name}; "
+          f"dead: {down[0].name} after {down[2]:.2f} s")
+    for code, details, waited_s in (frozen, down):
+        assert code == grpc.StatusCode.UNAVAILABLE, (code, details)
+        assert details.startswith("the shared state (Redis) cannot be reached") and details.endswith("; retry")
+        assert waited_s < COMMAND_TIMEOUT_S + 5, waited_s  # the command's bound, not the call's 60 s deadline
+    assert thawed[0] == grpc.StatusCode.NOT_FOUND
+    assert "internal error" not in planner.log()
 
 
 def forethought_plan(repo, *args):

@@ -17,6 +17,8 @@ from forethought.rpc.errors import (
 from forethought.rpc.interceptors import RETRY_AFTER_KEY, StatusInterceptor
 from forethought.v1 import demand_pb2, demand_pb2_grpc
 from google.rpc import error_details_pb2
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 
 class FailingDemand(demand_pb2_grpc.DemandServiceServicer):
@@ -27,6 +29,10 @@ class FailingDemand(demand_pb2_grpc.DemandServiceServicer):
             raise InvalidField("application", "must match [A-Za-z0-9_.-]{1,128}")  # as the domain's rules raise it
         if request.application == "full":
             raise ResourceExhausted("queue is full", retry_after_s=1.5)
+        if request.application == "store down":
+            raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+        if request.application == "store frozen":
+            raise RedisTimeoutError("Timeout reading from 127.0.0.1:6379")
         raise RuntimeError("boom")
 
     async def WatchPrewarm(self, request, context):
@@ -67,6 +73,18 @@ async def test_resource_exhausted_carries_a_retry_hint(stub):
     retry = error_details_pb2.RetryInfo()
     assert rich_status_of(raised.value).details[0].Unpack(retry)
     assert retry.retry_delay.ToNanoseconds() == 1_500_000_000
+
+
+@pytest.mark.parametrize("application", ["store down", "store frozen"])
+async def test_redis_unreachable_is_unavailable_with_a_retry_hint(stub, application):
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await stub.RegisterApplication(demand_pb2.RegisterApplicationRequest(application=application))
+    assert raised.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert raised.value.details().startswith("the shared state (Redis) cannot be reached: ")
+    assert "127.0.0.1:6379" in raised.value.details() and raised.value.details().endswith("; retry")
+    retry = error_details_pb2.RetryInfo()
+    assert rich_status_of(raised.value).details[0].Unpack(retry)
+    assert retry.retry_delay.ToNanoseconds() == 1_000_000_000
 
 
 async def test_errors_without_a_detail_carry_no_status_details(stub, caplog):
