@@ -19,6 +19,7 @@ import grpc
 import pytest
 import redis
 import redis.asyncio as aioredis
+from forethought.cluster.redis_client import COMMAND_TIMEOUT_S
 from forethought.cluster.registry import WorkerRecord, WorkerRegistry
 from forethought.planner.job_file import job_file_from_dict, load_job_file, plan_job, resolve_cdfs
 from forethought.services.planner.servicer import job_to_proto
@@ -233,7 +234,7 @@ def test_a_job_whose_store_refuses_writes_records_its_end_once_they_are_taken_an
             time.sleep(0.05)
         try:
             admin.config_set("min-replicas-to-write", 1)
-            wait_until(lambda: "its end could not be saved" in planner.log(), "the planner's try to save the end", 30)
+            wait_until(lambda: "saving its end (failed): Redis failed" in planner.log(), "the planner's try to save the end", 30)
             stored = json.loads(admin.hget(f"{namespace}:planner:job:{planned.job_id}", "run"))
             assert stored["state"] == "running"  # the end is not written yet
         finally:
@@ -244,6 +245,27 @@ def test_a_job_whose_store_refuses_writes_records_its_end_once_they_are_taken_an
         stub.Run(planner_pb2.RunRequest(job_id=planned.job_id), timeout=30)
         status = last_status(stub, planned.job_id)
     assert status.state == planner_pb2.JOB_STATE_DONE and status.finished_requests == planned.requests, status.error
+
+
+def test_a_job_waits_out_its_store_not_answering_and_finishes_in_the_same_run(start_service, workers, store, redis_server):
+    """Redis stops answering mid-job for longer than a command's bound (a frozen process, a failover): the job's
+    store calls time out and are tried again while the workers go on, and the job ends done in one ``Run``."""
+    planner = start_service("planner")
+    with grpc.insecure_channel(planner.address) as channel:
+        stub = planner_pb2_grpc.PlannerServiceStub(channel)
+        planned = plan(stub, chain_job([[300, 300, 300, 300, 300]] * 4, summary_tokens=48))
+        stub.Run(planner_pb2.RunRequest(job_id=planned.job_id), timeout=30)
+        deadline = time.monotonic() + 60
+        while len(store(planned.job_id, "outputs")) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        redis_server.process.send_signal(signal.SIGSTOP)
+        try:
+            time.sleep(COMMAND_TIMEOUT_S + 3)
+        finally:
+            redis_server.process.send_signal(signal.SIGCONT)
+        status = last_status(stub, planned.job_id)
+    assert status.state == planner_pb2.JOB_STATE_DONE and status.finished_requests == planned.requests, status.error
+    assert ": Redis failed (Timeout" in planner.log()  # a store call did time out and was tried again
 
 
 def out_of_order_job() -> dict:

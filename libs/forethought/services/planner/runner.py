@@ -20,11 +20,14 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import grpc
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from forethought.cluster.registry import WorkerRecord, WorkerRegistry
 from forethought.domain import InvalidField
@@ -45,7 +48,11 @@ from forethought.v1 import worker_pb2, worker_pb2_grpc
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3  # dispatches of one request before the job fails
-END_SAVE_MAX_WAIT_S = 5.0  # the longest pause between tries to save a run's end
+STORE_RETRY_MAX_WAIT_S = 5.0  # the longest pause between tries of a store call
+STORE_OUTAGE_MAX_S = 60.0
+"""How long a running job waits out Redis down or not answering (a restart, a failover) before it fails."""
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -109,18 +116,31 @@ class JobRunner:
         log.info("job %s %s", self._job_id, self._record.state if not self._record.error else self._record.error)
 
     async def _save_end(self) -> None:
-        """Writes the run's end, asking again while the store fails (a Redis outage): otherwise the job would
-        read "running" until a later ``Run``. A stop during the tries leaves it so, and that ``Run`` resumes it."""
+        """Writes the run's end, asking again while the store fails in any way: otherwise the job would read
+        "running" until a later ``Run``. A stop during the tries leaves it so, and that ``Run`` resumes it."""
+        await self._through_store(lambda: self._store.save(self._job_id, self._record),
+                                  f"saving its end ({self._record.state})", RedisError, None)
+
+    async def _store_call(self, call: Callable[[], Awaitable[T]], what: str) -> T:
+        """A store call of the running job, waiting out Redis down or not answering for ``STORE_OUTAGE_MAX_S``
+        while the workers go on with the requests they hold; a refusal (an error reply) fails the job."""
+        return await self._through_store(call, what, (RedisConnectionError, RedisTimeoutError), STORE_OUTAGE_MAX_S)
+
+    async def _through_store(self, call: Callable[[], Awaitable[T]], what: str,
+                             passing: type[RedisError] | tuple[type[RedisError], ...], give_up_s: float | None) -> T:
+        """Runs ``call``, trying it again after the ``passing`` errors, every 0.1 s doubling up to 5 s, each try
+        logged, until ``give_up_s`` has passed (None: until it succeeds)."""
+        started = time.monotonic()
         wait_s = 0.1
         while True:
             try:
-                await self._store.save(self._job_id, self._record)
-                return
-            except RedisError as error:
-                log.warning("job %s ended %s but its end could not be saved (%s); trying again in %.1f s",
-                            self._job_id, self._record.state, error, wait_s)
+                return await call()
+            except passing as error:
+                if give_up_s is not None and time.monotonic() - started >= give_up_s:
+                    raise
+                log.warning("job %s: %s: Redis failed (%s); trying again in %.1f s", self._job_id, what, error, wait_s)
             await asyncio.sleep(wait_s)
-            wait_s = min(2 * wait_s, END_SAVE_MAX_WAIT_S)
+            wait_s = min(2 * wait_s, STORE_RETRY_MAX_WAIT_S)
 
     def _fail(self, error: str) -> None:
         self._record.state, self._record.error = "failed", error
@@ -131,14 +151,14 @@ class JobRunner:
         while True:
             if self._replan is not None and self._run.deviates():
                 self._run = await asyncio.to_thread(self._replan, self._run)
-                await self._store.save_stages(self._stored, self._run.stages)
+                await self._store_call(lambda: self._store.save_stages(self._stored, self._run.stages), "saving its stages")
                 log.info("job %s: models finished out of plan; %d stages searched again", self._job_id,
                          len(self._run.stages) - self._run.pointer - 1)
             self._run, placement = self._run.schedule(self._clock())
             await self._apply(placement if first is None else Placement(first.start + placement.start, placement.stop))
             first = None
             self._record.take(self._run, self._workers)
-            await self._store.save(self._job_id, self._record)
+            await self._store_call(lambda: self._store.save(self._job_id, self._record), "saving its progress")
             if self._run.is_done:
                 return
             for request in self._run.ready_requests(frozenset(self._in_flight)):
@@ -155,7 +175,7 @@ class JobRunner:
                     await self._settle(task)
 
     async def _apply(self, placement: Placement) -> None:
-        records = {record.worker_id: record for record in await self._registry.workers()
+        records = {record.worker_id: record for record in await self._store_call(self._registry.workers, "reading the worker registry")
                    if record.state == "serving" and record.worker_id not in self._lost}
         self._records.update(records)
         for name in placement.stop:
@@ -260,7 +280,8 @@ class JobRunner:
 
     async def _generate(self, request: JobRequest, record: WorkerRecord) -> tuple[list[int], int]:
         """The request's output tokens and the prompt length its worker reported."""
-        attempt = await self._store.count_dispatch(self._job_id, request.request_id)
+        attempt = await self._store_call(lambda: self._store.count_dispatch(self._job_id, request.request_id),
+                                     f"counting a dispatch of {request.request_id}")
         message = worker_pb2.WorkerServiceGenerateRequest(
             request_id=f"{self._job_id}:{request.request_id}:{attempt}", model=request.model,
             prompt_token_ids=prompt_token_ids(request, self._outputs, self._record.max_prompt_tokens),
@@ -291,7 +312,8 @@ class JobRunner:
             # Replicas on workers that left the registry move to live ones before the request goes again.
             await self._apply(Placement(tuple(self._run.running.items()), ()))
             return
-        await self._store.finish_request(self._job_id, request_id, tokens, prompt)
+        await self._store_call(lambda: self._store.finish_request(self._job_id, request_id, tokens, prompt),
+                           f"saving the output of {request_id}")
         self._outputs[request_id] = tokens
         self._run = self._run.with_finished(request_id, self._clock())
 
