@@ -175,7 +175,8 @@ class JobRunner:
                     await self._settle(task)
 
     async def _apply(self, placement: Placement) -> None:
-        records = {record.worker_id: record for record in await self._store_call(self._registry.workers, "reading the worker registry")
+        registered = await self._store_call(self._registry.workers, "reading the worker registry")
+        records = {record.worker_id: record for record in registered
                    if record.state == "serving" and record.worker_id not in self._lost}
         self._records.update(records)
         for name in placement.stop:
@@ -281,7 +282,7 @@ class JobRunner:
     async def _generate(self, request: JobRequest, record: WorkerRecord) -> tuple[list[int], int]:
         """The request's output tokens and the prompt length its worker reported."""
         attempt = await self._store_call(lambda: self._store.count_dispatch(self._job_id, request.request_id),
-                                     f"counting a dispatch of {request.request_id}")
+                                         f"counting a dispatch of {request.request_id}")
         message = worker_pb2.WorkerServiceGenerateRequest(
             request_id=f"{self._job_id}:{request.request_id}:{attempt}", model=request.model,
             prompt_token_ids=prompt_token_ids(request, self._outputs, self._record.max_prompt_tokens),
@@ -313,7 +314,7 @@ class JobRunner:
             await self._apply(Placement(tuple(self._run.running.items()), ()))
             return
         await self._store_call(lambda: self._store.finish_request(self._job_id, request_id, tokens, prompt),
-                           f"saving the output of {request_id}")
+                               f"saving the output of {request_id}")
         self._outputs[request_id] = tokens
         self._run = self._run.with_finished(request_id, self._clock())
 
