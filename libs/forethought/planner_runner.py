@@ -1,8 +1,8 @@
 """``forethought run JOB.yaml``: plans a multi-LLM job file on the planner service, runs it on the mesh's
 workers and follows its progress with a progress bar, then prints each stage's time beside the plan's.
 
-``--job-id ID`` names the job: a job planned under that id already (one a stopped planner was running,
-or one that finished) is run again without planning, and resumes from its state in Redis. docs/planner.md,
+``--job-id ID`` names the job: a job planned under that id already is not planned again. One that ended is
+run again and resumes from its state in Redis; one a planner runs (or takes up) is followed. docs/planner.md,
 "Running a plan".
 """
 
@@ -84,8 +84,9 @@ async def run(args: argparse.Namespace) -> int:
         try:
             last = await follow(jobs, job_id, args.interval)
         except ClientError as error:
-            print(f"forethought run: lost the planner ({error.code.name}); job {job_id} is kept in Redis: "
-                  f"`forethought run {args.job} --job-id {job_id}` resumes it", file=sys.stderr)
+            print(f"forethought run: lost the planner ({error.code.name}); job {job_id} is kept in Redis, and a "
+                  f"planner of the namespace takes its run up: `forethought run {args.job} --job-id {job_id}` "
+                  "follows it again", file=sys.stderr)
             return 1
     print(stage_table(last))
     if last.state != "DONE":

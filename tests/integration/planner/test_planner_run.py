@@ -1,6 +1,6 @@
 """Running a planned job on real processes: a chain summary runs to its end on two sim workers through
-`forethought run` with every summary forwarded; a planner killed mid-job resumes from Redis without
-redoing a finished request; bad input gets a status naming its field; a model a live worker holds is planned
+`forethought run` with every summary forwarded; a planner killed mid-job has its run taken up by another
+from Redis without redoing a finished request; bad input gets a status naming its field; a model a live worker holds is planned
 without its load; a model's requests start while another model of its stage still loads, and a model stopped
 while loading does not hold the run; a job runs on a real vLLM engine with an output forwarded."""
 
@@ -22,7 +22,7 @@ import redis.asyncio as aioredis
 from forethought.cluster.redis_client import COMMAND_TIMEOUT_S
 from forethought.cluster.registry import WorkerRecord, WorkerRegistry
 from forethought.planner.job_file import job_file_from_dict, load_job_file, plan_job, resolve_cdfs
-from forethought.services.planner.servicer import job_to_proto
+from forethought.services.planner.servicer import LEASE_RENEW_S, LEASE_TTL_S, job_to_proto
 from forethought.v1 import planner_pb2, planner_pb2_grpc, worker_pb2, worker_pb2_grpc
 
 from tests.integration.live_mesh import wait_until
@@ -101,28 +101,38 @@ def test_a_chain_summary_runs_to_its_end_with_each_summary_forwarded(repo, start
             assert raised.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-def test_a_restarted_planner_resumes_the_job_without_redoing_finished_requests(start_service, workers, store):
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["killed", "stopped"])
+def test_a_planner_lost_mid_job_has_its_run_taken_up_by_another_without_redoing_finished_requests(
+        start_service, workers, store, stop):
+    """Two planners share the namespace. The job runs on the first; ``Run`` sent to the second changes nothing
+    (the first holds the job's lease). The first is killed, or stopped: once its lease lapses (killed) or it
+    gives the lease up (stopped), the second takes the run up by itself, with no further ``Run``."""
     planner = start_service("planner")
+    other = start_service("planner")
     job = chain_job([[300, 300, 300, 300, 300]] * 4, summary_tokens=48)
-    with grpc.insecure_channel(planner.address) as channel:
+    with grpc.insecure_channel(planner.address) as channel, grpc.insecure_channel(other.address) as other_channel:
         stub = planner_pb2_grpc.PlannerServiceStub(channel)
+        other_stub = planner_pb2_grpc.PlannerServiceStub(other_channel)
         planned = plan(stub, job)
         total = planned.requests
         stub.Run(planner_pb2.RunRequest(job_id=planned.job_id), timeout=30)
         deadline = time.monotonic() + 60
         while len(store(planned.job_id, "outputs")) < 6 and time.monotonic() < deadline:
             time.sleep(0.05)
-    planner.process.kill()
-    planner.process.wait()
-    before = set(store(planned.job_id, "outputs"))
-    assert 6 <= len(before) < total, "the job should be stopped mid-way; lower the workers' --sim-speedup"
-
-    again = start_service("planner")
-    with grpc.insecure_channel(again.address) as channel:
-        stub = planner_pb2_grpc.PlannerServiceStub(channel)
-        resumed = stub.Run(planner_pb2.RunRequest(job_id=planned.job_id), timeout=30)
-        assert resumed.state == planner_pb2.JOB_STATE_RUNNING and resumed.finished_requests == len(before)
-        status = last_status(stub, planned.job_id)
+        elsewhere = other_stub.Run(planner_pb2.RunRequest(job_id=planned.job_id), timeout=30)
+        assert elsewhere.state == planner_pb2.JOB_STATE_RUNNING
+        assert f"running {planned.job_id}" not in other.log()  # the second planner did not start a run of its own
+        before = set(store(planned.job_id, "outputs"))  # finished by the first planner, whatever it finishes next
+        assert 6 <= len(before) < total, "the job should be stopped mid-way; lower the workers' --sim-speedup"
+        planner.process.send_signal(stop)
+        planner.process.wait(timeout=30)
+        killed_at = time.monotonic()
+        wait_until(lambda: "taking its run up" in other.log(), "the second planner taking the run up", 60)
+        taken_up_s = time.monotonic() - killed_at
+        status = last_status(other_stub, planned.job_id)
+    print(f"run taken up {taken_up_s:.1f} s after its planner ended ({stop.name})")
+    # Killed, its lease lapses; stopped, it gave the lease up and the next look for unheld runs finds it.
+    assert taken_up_s < (LEASE_TTL_S if stop == signal.SIGKILL else 0) + 2 * LEASE_RENEW_S + 3, taken_up_s
     assert status.state == planner_pb2.JOB_STATE_DONE and status.finished_requests == total, status.error
     sent = {key: int(value) for key, value in store(planned.job_id, "sent").items()}
     assert len(store(planned.job_id, "outputs")) == total and set(sent) == set(store(planned.job_id, "outputs"))

@@ -6,7 +6,9 @@ was planned with preemption, and the run record (JSON: state, stage pointer, mod
 and workers, stage start times, the run's options, the error of a failed run); ``...:outputs``, a hash of
 each finished request's output token ids and the prompt length its worker reported, written when the
 request finishes (what a resumed run skips and forwards); ``...:sent``, a hash counting each request's
-dispatches to workers.
+dispatches to workers; ``...:lease``, the id of the planner running the job, expiring unless renewed.
+``<namespace>:planner:running`` is the set of jobs with a run under way: a job in it whose lease lapsed
+lost its planner, and another planner takes the run up.
 """
 
 from __future__ import annotations
@@ -25,6 +27,23 @@ from forethought.planner.running import JobRun
 from forethought.planner.schedule import Stage
 from forethought.v1 import planner_pb2
 
+HOLD_LEASE = """
+local holder = redis.call('GET', KEYS[1])
+if holder == false or holder == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+return 0
+"""
+"""Takes or renews a job's lease for planner ARGV[1] for ARGV[2] ms, unless another planner holds it."""
+
+LET_GO_LEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
 STATES = {"planned": planner_pb2.JOB_STATE_PLANNED, "running": planner_pb2.JOB_STATE_RUNNING,
           "done": planner_pb2.JOB_STATE_DONE, "failed": planner_pb2.JOB_STATE_FAILED}
 
@@ -41,6 +60,7 @@ class RunRecord:
     ended_s: float | None = None
     max_tokens: int = 0
     max_prompt_tokens: int = 0
+    replan: bool = False
     error: str = ""
 
     def to_json(self) -> str:
@@ -98,9 +118,39 @@ class JobStore:
     def __init__(self, client: aioredis.Redis, namespace: str) -> None:
         self._redis = client
         self._ns = namespace
+        self._hold_lease = client.register_script(HOLD_LEASE)
+        self._let_go_lease = client.register_script(LET_GO_LEASE)
 
     def _key(self, job_id: str) -> str:
         return f"{self._ns}:planner:job:{job_id}"
+
+    def _running_key(self) -> str:
+        return f"{self._ns}:planner:running"
+
+    async def hold(self, job_id: str, planner_id: str, ttl_s: float) -> bool:
+        """Takes or renews the job's lease for ``planner_id`` for ``ttl_s`` and marks its run as under way;
+        False, changing nothing, when another planner holds it."""
+        if not await self._hold_lease(keys=[f"{self._key(job_id)}:lease"], args=[planner_id, round(ttl_s * 1000)]):
+            return False
+        await self._redis.sadd(self._running_key(), job_id)
+        return True
+
+    async def let_go(self, job_id: str, planner_id: str, ended: bool) -> None:
+        """Gives up ``planner_id``'s lease of the job; ``ended``: its run is over, so no planner takes it up."""
+        await self._let_go_lease(keys=[f"{self._key(job_id)}:lease"], args=[planner_id])
+        if ended:
+            await self._redis.srem(self._running_key(), job_id)
+
+    async def unheld_runs(self) -> list[str]:
+        """Jobs with a run under way that no planner holds: their planner stopped or died."""
+        job_ids = sorted(member.decode() for member in await self._redis.smembers(self._running_key()))
+        if not job_ids:
+            return []
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for job_id in job_ids:
+                pipe.exists(f"{self._key(job_id)}:lease")
+            held = await pipe.execute()
+        return [job_id for job_id, count in zip(job_ids, held, strict=True) if not count]
 
     async def create(self, job_id: str, job: planner_pb2.PlanJob, plan: planner_pb2.PlanResponse, seed: int,
                      preemption: bool, cost_profiles: Sequence[CalibratedProfile] = ()) -> bool:

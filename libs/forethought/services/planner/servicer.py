@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from functools import partial
 
 import grpc
+from redis.exceptions import RedisError
 
 from forethought.cluster.registry import WorkerRegistry
 from forethought.costmodel import ModelSpec
@@ -46,6 +47,10 @@ DEFAULT_MAX_SEQ_LEN = 4096
 DEFAULT_TP_EFFICIENCY = 0.85
 MIN_STATUS_INTERVAL_S = 0.05
 MAX_STATUS_INTERVAL_S = 10.0
+LEASE_TTL_S = 10.0
+"""How long a job's run stays with its planner without a renewal: a planner that dies loses its runs this long
+after its last renewal, and another planner takes them up."""
+LEASE_RENEW_S = 2.5  # how often a planner renews its leases and looks for runs no planner holds
 
 
 class SearchTimedOut(ServiceError):
@@ -160,6 +165,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         self._tls = tls
         self._clock = clock
         self._runs: dict[str, asyncio.Task[None]] = {}
+        self.planner_id = uuid.uuid4().hex[:12]
+        """This planner's name on the leases of the jobs it runs."""
 
     async def Plan(self, request: planner_pb2.PlanRequest, context: grpc.aio.ServicerContext) -> planner_pb2.PlanResponse:
         require(not request.stages and not request.gpus, "stages",
@@ -208,20 +215,83 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         held = await self._held_models()
         if not held:
             raise FailedPrecondition("no live worker is registered in the planner's namespace; start workers first")
+        if not await self._store.hold(stored.job_id, self.planner_id, LEASE_TTL_S):
+            # Another planner runs it (or ran it until it died, and one takes it up once its lease lapses).
+            return planner_pb2.RunResponse(job_id=stored.job_id, state=STATES[stored.record.state],
+                                           finished_requests=finished)
+        record = stored.record
+        record.max_tokens, record.max_prompt_tokens = request.max_tokens, request.max_prompt_tokens
+        record.replan = request.replan
+        finished = await self._start(stored, held)
+        return planner_pb2.RunResponse(job_id=stored.job_id, state=planner_pb2.JOB_STATE_RUNNING,
+                                       finished_requests=finished)
+
+    async def _start(self, stored: StoredJob, held: Mapping[str, int]) -> int:
+        """Starts (or resumes) the run of a job this planner holds the lease of, with the options in its record;
+        returns how many of its requests had finished."""
         job = job_from_proto(stored.job, stored.seed).job
         outputs = await self._store.outputs(stored.job_id)
         run = stored.run(job, frozenset(outputs))
         record = stored.record
+        # Before the record says "running": a job whose replanner cannot be built is not left so.
+        replan = await asyncio.to_thread(self._replanner, stored, job, held) if record.replan else None
         record.state, record.error = "running", ""
-        record.max_tokens, record.max_prompt_tokens = request.max_tokens, request.max_prompt_tokens
         await self._store.save(stored.job_id, record)
-        replan = await asyncio.to_thread(self._replanner, stored, job, held) if request.replan else None
         runner = JobRunner(self._store, self._registry, stored, run, record, outputs, replan, self._tls, self._clock)
-        task = self._runs[stored.job_id] = asyncio.create_task(runner.run(), name=f"job-{stored.job_id}")
+        task = self._runs[stored.job_id] = asyncio.create_task(self._run_held(runner, stored.job_id),
+                                                               name=f"job-{stored.job_id}")
         task.add_done_callback(partial(self._ended, stored.job_id))
-        log.info("running %s: %d of %d requests finished before", stored.job_id, finished, len(job.requests))
-        return planner_pb2.RunResponse(job_id=stored.job_id, state=planner_pb2.JOB_STATE_RUNNING,
-                                       finished_requests=finished)
+        log.info("running %s: %d of %d requests finished before", stored.job_id, len(outputs), len(job.requests))
+        return len(outputs)
+
+    async def _run_held(self, runner: JobRunner, job_id: str) -> None:
+        """Runs the job, then gives its lease up: for good when the run ended, to be taken up by another
+        planner when it was stopped (this planner stopping)."""
+        ended = False
+        try:
+            await runner.run()
+            ended = True
+        finally:
+            try:
+                await self._store.let_go(job_id, self.planner_id, ended)
+            except RedisError as error:  # the lease lapses by itself; a planner finding the run ended drops it
+                log.warning("job %s: its lease could not be given up (%s)", job_id, error)
+
+    async def keep_leases(self) -> None:
+        """Every ``LEASE_RENEW_S``: renews the leases of this planner's runs (a run whose lease another planner
+        took meanwhile is stopped here, so a job never runs twice) and takes up runs no planner holds."""
+        while True:
+            await asyncio.sleep(LEASE_RENEW_S)
+            try:
+                for job_id, task in list(self._runs.items()):
+                    if not task.done() and not await self._store.hold(job_id, self.planner_id, LEASE_TTL_S):
+                        log.warning("job %s: another planner took its run up (this planner could not renew its "
+                                    "lease in time); stopping the run here", job_id)
+                        task.cancel()
+                for job_id in await self._store.unheld_runs():
+                    try:
+                        await self._take_up(job_id)
+                    except RedisError:
+                        raise
+                    except Exception:  # one job that cannot be resumed must not hold up the others
+                        log.exception("job %s: its run could not be taken up; trying again once its lease lapses", job_id)
+            except RedisError as error:
+                log.warning("job leases: Redis failed (%s); trying again in %.1f s", error, LEASE_RENEW_S)
+
+    async def _take_up(self, job_id: str) -> None:
+        """Resumes a run whose planner stopped or died, unless it ended or another planner takes it first."""
+        running = self._runs.get(job_id)
+        if running is not None and not running.done():
+            return  # this planner's own: its lease is renewed above
+        stored = await self._store.get(job_id)
+        if stored is None or stored.record.state != "running":
+            await self._store.let_go(job_id, self.planner_id, ended=True)  # it ended, but its planner could not say so
+            return
+        held = await self._held_models()
+        if not held or not await self._store.hold(job_id, self.planner_id, LEASE_TTL_S):
+            return  # no worker yet, or another planner was first
+        log.info("job %s: taking its run up, whose planner stopped or died", job_id)
+        await self._start(stored, held)
 
     async def Status(self, request: planner_pb2.StatusRequest,
                      context: grpc.aio.ServicerContext) -> AsyncIterator[planner_pb2.StatusResponse]:
@@ -274,7 +344,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
             del self._runs[job_id]
 
     async def close(self) -> None:
-        """Stops the running jobs where they are; their state stays in Redis for a later Run."""
+        """Stops the running jobs where they are and gives their leases up: their state stays in Redis, and another
+        planner (or this one started again) takes their runs up."""
         for task in self._runs.values():
             task.cancel()
         await asyncio.gather(*self._runs.values(), return_exceptions=True)

@@ -8,6 +8,7 @@ the registry and ``Status`` streams its progress. docs/planner.md, "Service and 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from forethought.planner import OutputLengthCDF, load_castillo
 from forethought.planner.lengths import castillo_path
 from forethought.rpc.channels import channel_tls_of
 from forethought.rpc.errors import FailedPrecondition
-from forethought.rpc.server import ServiceSpec
+from forethought.rpc.server import ServiceSpec, cancel_tasks, ended_task
 from forethought.services.planner.job_store import JobStore
 from forethought.services.planner.servicer import PlannerServicer
 from forethought.v1 import planner_pb2_grpc
@@ -65,6 +66,7 @@ class PlannerShell:
 
     def __init__(self, settings: Settings) -> None:
         self._redis = connect_redis(settings.redis_url)
+        self._tasks: list[asyncio.Task[None]] = []
         self.servicer = PlannerServicer(castillo_loader(settings.data_dir), settings.plan_timeout_s,
                                         JobStore(self._redis, settings.namespace),
                                         WorkerRegistry(self._redis, settings.namespace), settings.max_concurrent_plans,
@@ -74,17 +76,18 @@ class PlannerShell:
         planner_pb2_grpc.add_PlannerServiceServicer_to_server(self.servicer, server)
 
     async def start(self, address: str) -> None:
-        return None
+        self._tasks = [asyncio.create_task(self.servicer.keep_leases(), name="job-leases")]
 
     async def drain(self) -> None:
         return None
 
     async def stop(self) -> None:
+        await cancel_tasks(self._tasks)
         await self.servicer.close()
         await self._redis.aclose()
 
     def failure(self) -> str | None:
-        return None  # no task of its own: a job's runner failing fails that job only
+        return ended_task(self._tasks)  # a job's runner failing fails that job only
 
 
 def build(settings: Settings) -> PlannerShell:
