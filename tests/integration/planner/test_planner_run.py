@@ -65,6 +65,16 @@ def last_status(stub, job_id: str, timeout_s: float = 120) -> planner_pb2.Status
     return statuses[-1]
 
 
+def running_mid_way(stub, store, documents: list[list[int]], finished: int) -> planner_pb2.PlanResponse:
+    """Plans and runs a chain summary of ``documents``, then waits until ``finished`` of its requests are."""
+    planned = plan(stub, chain_job(documents, summary_tokens=48))
+    stub.Run(planner_pb2.RunRequest(job_id=planned.job_id), timeout=30)
+    deadline = time.monotonic() + 60
+    while len(store(planned.job_id, "outputs")) < finished and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return planned
+
+
 def test_a_chain_summary_runs_to_its_end_with_each_summary_forwarded(repo, start_service, workers, store):
     planner = start_service("planner")
     path = repo / "examples/jobs/chain_summary_small.yaml"
@@ -109,16 +119,11 @@ def test_a_planner_lost_mid_job_has_its_run_taken_up_by_another_without_redoing_
     gives the lease up (stopped), the second takes the run up by itself, with no further ``Run``."""
     planner = start_service("planner")
     other = start_service("planner")
-    job = chain_job([[300, 300, 300, 300, 300]] * 4, summary_tokens=48)
     with grpc.insecure_channel(planner.address) as channel, grpc.insecure_channel(other.address) as other_channel:
         stub = planner_pb2_grpc.PlannerServiceStub(channel)
         other_stub = planner_pb2_grpc.PlannerServiceStub(other_channel)
-        planned = plan(stub, job)
+        planned = running_mid_way(stub, store, [[300, 300, 300, 300, 300]] * 4, 6)
         total = planned.requests
-        stub.Run(planner_pb2.RunRequest(job_id=planned.job_id), timeout=30)
-        deadline = time.monotonic() + 60
-        while len(store(planned.job_id, "outputs")) < 6 and time.monotonic() < deadline:
-            time.sleep(0.05)
         elsewhere = other_stub.Run(planner_pb2.RunRequest(job_id=planned.job_id), timeout=30)
         assert elsewhere.state == planner_pb2.JOB_STATE_RUNNING
         assert f"running {planned.job_id}" not in other.log()  # the second planner did not start a run of its own
@@ -218,11 +223,7 @@ def test_a_job_finishes_on_the_workers_left_when_one_dies_or_freezes(start_servi
                              "--heartbeat-ttl-s", "30") for index in (1, 2)]
     with grpc.insecure_channel(planner.address) as channel:
         stub = planner_pb2_grpc.PlannerServiceStub(channel)
-        planned = plan(stub, chain_job([[300, 300, 300, 300]] * 4, summary_tokens=48))
-        stub.Run(planner_pb2.RunRequest(job_id=planned.job_id), timeout=30)
-        deadline = time.monotonic() + 60
-        while len(store(planned.job_id, "outputs")) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        planned = running_mid_way(stub, store, [[300, 300, 300, 300]] * 4, 3)
         os.killpg(workers[1].process.pid, stop)
         status = last_status(stub, planned.job_id)
     assert status.state == planner_pb2.JOB_STATE_DONE and status.finished_requests == planned.requests, status.error
@@ -237,11 +238,7 @@ def test_a_job_whose_store_refuses_writes_records_its_end_once_they_are_taken_an
     planner = start_service("planner")
     with redis.Redis.from_url(redis_server.url) as admin, grpc.insecure_channel(planner.address) as channel:
         stub = planner_pb2_grpc.PlannerServiceStub(channel)
-        planned = plan(stub, chain_job([[300, 300, 300, 300, 300]] * 4, summary_tokens=48))
-        stub.Run(planner_pb2.RunRequest(job_id=planned.job_id), timeout=30)
-        deadline = time.monotonic() + 60
-        while len(store(planned.job_id, "outputs")) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        planned = running_mid_way(stub, store, [[300, 300, 300, 300, 300]] * 4, 3)
         try:
             admin.config_set("min-replicas-to-write", 1)
             wait_until(lambda: "saving its end (failed): Redis failed" in planner.log(), "the planner's try to save the end", 30)
@@ -263,11 +260,7 @@ def test_a_job_waits_out_its_store_not_answering_and_finishes_in_the_same_run(st
     planner = start_service("planner")
     with grpc.insecure_channel(planner.address) as channel:
         stub = planner_pb2_grpc.PlannerServiceStub(channel)
-        planned = plan(stub, chain_job([[300, 300, 300, 300, 300]] * 4, summary_tokens=48))
-        stub.Run(planner_pb2.RunRequest(job_id=planned.job_id), timeout=30)
-        deadline = time.monotonic() + 60
-        while len(store(planned.job_id, "outputs")) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        planned = running_mid_way(stub, store, [[300, 300, 300, 300, 300]] * 4, 3)
         redis_server.process.send_signal(signal.SIGSTOP)
         try:
             time.sleep(COMMAND_TIMEOUT_S + 3)
