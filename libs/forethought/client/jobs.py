@@ -7,6 +7,8 @@ requests. Channels, tokens and TLS are as ``AsyncForethoughtClient``'s (docs/cli
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,9 +21,12 @@ from forethought.client.connection import ChannelClient, client_channel
 from forethought.client.results import ClientError
 from forethought.planner.job_file import JobFile, load_job_file
 from forethought.rpc.access import bearer_metadata
+from forethought.rpc.errors import retry_delay_of
 from forethought.services.planner.servicer import job_to_proto
 from forethought.telemetry.tracing import trace_metadata
 from forethought.v1 import planner_pb2, planner_pb2_grpc
+
+FOLLOW_RETRY_S = 1.0  # the wait before following a job again when the planner gave no retry hint
 
 STATES = {planner_pb2.JOB_STATE_PLANNED: "PLANNED", planner_pb2.JOB_STATE_RUNNING: "RUNNING",
           planner_pb2.JOB_STATE_DONE: "DONE", planner_pb2.JOB_STATE_FAILED: "FAILED"}
@@ -119,16 +124,30 @@ class AsyncJobClient(ChannelClient):
             return progress
         raise ClientError(grpc.StatusCode.UNAVAILABLE, f"the planner sent no status of job {job_id}")
 
-    async def status(self, job_id: str, *, interval_s: float = 0.5) -> AsyncIterator[JobProgress]:
-        """Streams the job's progress every ``interval_s`` until it is DONE or FAILED."""
-        call = self._stub.Status(planner_pb2.StatusRequest(job_id=job_id, interval_s=interval_s), metadata=self._metadata())
-        try:
-            async for reply in call:
-                yield JobProgress.of(reply)
-        except grpc.aio.AioRpcError as error:
-            raise ClientError.of(error) from error
-        finally:
-            call.cancel()
+    async def status(self, job_id: str, *, interval_s: float = 0.5, outage_s: float = 60.0) -> AsyncIterator[JobProgress]:
+        """Streams the job's progress every ``interval_s`` until it is DONE or FAILED.
+
+        The planner or its Redis out (UNAVAILABLE) for at most ``outage_s`` is waited out: the job goes on
+        meanwhile, so the stream is opened again after the server's retry hint (else 1 s) and the readings go
+        on. Past ``outage_s``, or on any other status, ``ClientError``."""
+        out_since: float | None = None
+        while True:
+            call = self._stub.Status(planner_pb2.StatusRequest(job_id=job_id, interval_s=interval_s),
+                                     metadata=self._metadata())
+            try:
+                async for reply in call:
+                    out_since = None
+                    yield JobProgress.of(reply)
+                return
+            except grpc.aio.AioRpcError as error:
+                now = time.monotonic()
+                out_since = now if out_since is None else out_since
+                if error.code() != grpc.StatusCode.UNAVAILABLE or now - out_since >= outage_s:
+                    raise ClientError.of(error) from error
+                wait_s = retry_delay_of(error) or FOLLOW_RETRY_S
+            finally:
+                call.cancel()
+            await asyncio.sleep(wait_s)
 
     async def run_file(self, job: str | Path | JobFile, *, job_id: str = "", max_tokens: int = 0, max_prompt_tokens: int = 0,
                        replan: bool = False) -> JobProgress:
@@ -144,7 +163,7 @@ class AsyncJobClient(ChannelClient):
     async def planned(self, job_id: str) -> bool:
         """Whether a job of this id was planned before (its state is kept)."""
         try:
-            async for _ in self.status(job_id):
+            async for _ in self.status(job_id, outage_s=0.0):  # a planner that is out says so at once
                 return True
         except ClientError as error:
             if error.code == grpc.StatusCode.NOT_FOUND:

@@ -256,18 +256,25 @@ def test_a_job_whose_store_refuses_writes_records_its_end_once_they_are_taken_an
 
 def test_a_job_waits_out_its_store_not_answering_and_finishes_in_the_same_run(start_service, workers, store, redis_server):
     """Redis stops answering mid-job for longer than a command's bound (a frozen process, a failover): the job's
-    store calls time out and are tried again while the workers go on, and the job ends done in one ``Run``."""
+    store calls time out and are tried again while the workers go on, and the job ends done in one ``Run``. The
+    job client following it meanwhile gets UNAVAILABLE from the planner's ``Status`` and follows it again."""
+    from forethought.client.jobs import JobClient
+
     planner = start_service("planner")
-    with grpc.insecure_channel(planner.address) as channel:
+    with grpc.insecure_channel(planner.address) as channel, JobClient(planner.address) as jobs:
         stub = planner_pb2_grpc.PlannerServiceStub(channel)
         planned = running_mid_way(stub, store, [[300, 300, 300, 300, 300]] * 4, 3)
-        redis_server.process.send_signal(signal.SIGSTOP)
-        try:
-            time.sleep(COMMAND_TIMEOUT_S + 3)
-        finally:
-            redis_server.process.send_signal(signal.SIGCONT)
-        status = last_status(stub, planned.job_id)
-    assert status.state == planner_pb2.JOB_STATE_DONE and status.finished_requests == planned.requests, status.error
+        with futures.ThreadPoolExecutor(1) as pool:
+            followed = pool.submit(lambda: list(jobs.status(planned.job_id, interval_s=0.1)))
+            time.sleep(0.5)
+            redis_server.process.send_signal(signal.SIGSTOP)
+            try:
+                time.sleep(COMMAND_TIMEOUT_S + 3)
+            finally:
+                redis_server.process.send_signal(signal.SIGCONT)
+            readings = followed.result(timeout=120)
+    assert readings[-1].state == "DONE" and readings[-1].finished_requests == planned.requests, readings[-1].error
+    assert readings[0].finished_requests < planned.requests  # it followed the job from mid-way, across the freeze
     assert ": Redis failed (Timeout" in planner.log()  # a store call did time out and was tried again
 
 
