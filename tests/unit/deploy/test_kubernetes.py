@@ -127,6 +127,11 @@ def test_two_schedulers_share_redis_behind_one_service() -> None:
     assert WORKLOADS["redis"]["spec"]["replicas"] == 1
 
 
+def test_two_planners_share_redis_so_one_takes_up_the_runs_of_the_other() -> None:
+    assert WORKLOADS["planner"]["spec"]["replicas"] == 2
+    assert environment("planner")["FORETHOUGHT_REDIS_URL"] == environment("scheduler")["FORETHOUGHT_REDIS_URL"]
+
+
 def test_workers_are_a_statefulset_with_a_gpu_each_advertising_their_pod(parse_service_command: ParseCommand) -> None:
     workers = WORKLOADS["worker"]
     assert workers["kind"] == "StatefulSet"
