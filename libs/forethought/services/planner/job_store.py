@@ -31,18 +31,27 @@ HOLD_LEASE = """
 local holder = redis.call('GET', KEYS[1])
 if holder == false or holder == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  redis.call('SADD', KEYS[2], ARGV[3])
   return 1
 end
 return 0
 """
-"""Takes or renews a job's lease for planner ARGV[1] for ARGV[2] ms, unless another planner holds it."""
+"""Takes or renews job ARGV[3]'s lease (KEYS[1]) for planner ARGV[1] for ARGV[2] ms and lists its run as under
+way (KEYS[2]), unless another planner holds it."""
 
 LET_GO_LEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  holder = false
+end
+if holder == false and ARGV[2] == '1' then
+  redis.call('SREM', KEYS[2], ARGV[3])
 end
 return 0
 """
+"""Gives up planner ARGV[1]'s lease of job ARGV[3]; ARGV[2] '1': the run ended, so it leaves the list of runs
+under way (KEYS[2]), unless another planner holds it now."""
 
 STATES = {"planned": planner_pb2.JOB_STATE_PLANNED, "running": planner_pb2.JOB_STATE_RUNNING,
           "done": planner_pb2.JOB_STATE_DONE, "failed": planner_pb2.JOB_STATE_FAILED}
@@ -130,16 +139,14 @@ class JobStore:
     async def hold(self, job_id: str, planner_id: str, ttl_s: float) -> bool:
         """Takes or renews the job's lease for ``planner_id`` for ``ttl_s`` and marks its run as under way;
         False, changing nothing, when another planner holds it."""
-        if not await self._hold_lease(keys=[f"{self._key(job_id)}:lease"], args=[planner_id, round(ttl_s * 1000)]):
-            return False
-        await self._redis.sadd(self._running_key(), job_id)
-        return True
+        keys = [f"{self._key(job_id)}:lease", self._running_key()]
+        return bool(await self._hold_lease(keys=keys, args=[planner_id, round(ttl_s * 1000), job_id]))
 
     async def let_go(self, job_id: str, planner_id: str, ended: bool) -> None:
-        """Gives up ``planner_id``'s lease of the job; ``ended``: its run is over, so no planner takes it up."""
-        await self._let_go_lease(keys=[f"{self._key(job_id)}:lease"], args=[planner_id])
-        if ended:
-            await self._redis.srem(self._running_key(), job_id)
+        """Gives up ``planner_id``'s lease of the job; ``ended``: its run is over, so no planner takes it up
+        (unless another planner holds the job now: then its run goes on)."""
+        await self._let_go_lease(keys=[f"{self._key(job_id)}:lease", self._running_key()],
+                                 args=[planner_id, int(ended), job_id])
 
     async def unheld_runs(self) -> list[str]:
         """Jobs with a run under way that no planner holds: their planner stopped or died."""
