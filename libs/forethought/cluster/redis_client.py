@@ -7,6 +7,12 @@ retry (heartbeats, cache events, a planner job's end) reconnect once it answers 
 from __future__ import annotations
 
 import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+REDIS_UNREACHABLE = (RedisConnectionError, RedisTimeoutError)
+"""redis-py's errors for a Redis that is down, not answering within the bound, or still loading its data: the
+same command may succeed once it is back (an error reply, such as NOREPLICAS, is not among them)."""
 
 COMMAND_TIMEOUT_S = 5.0
 """Seconds one command may wait for Redis's answer: well above a healthy Redis's (sub-millisecond) and below

@@ -15,9 +15,8 @@ import grpc
 from google.protobuf import duration_pb2
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from forethought.cluster.redis_client import REDIS_UNREACHABLE
 from forethought.domain import InvalidField
 
 STORE_RETRY_AFTER_S = 1.0
@@ -125,7 +124,7 @@ def service_error_of(error: Exception) -> Exception:
     and Redis down, not answering or still loading its data is UNAVAILABLE, which callers retry."""
     if isinstance(error, InvalidField):
         return InvalidArgument(error.field, error.rule)
-    if isinstance(error, RedisConnectionError | RedisTimeoutError):
+    if isinstance(error, REDIS_UNREACHABLE):
         return Unavailable(f"the shared state (Redis) cannot be reached: {error}; retry", STORE_RETRY_AFTER_S)
     return error
 

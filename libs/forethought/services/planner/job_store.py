@@ -133,19 +133,22 @@ class JobStore:
     def _key(self, job_id: str) -> str:
         return f"{self._ns}:planner:job:{job_id}"
 
+    def _lease_key(self, job_id: str) -> str:
+        return f"{self._key(job_id)}:lease"
+
     def _running_key(self) -> str:
         return f"{self._ns}:planner:running"
 
     async def hold(self, job_id: str, planner_id: str, ttl_s: float) -> bool:
         """Takes or renews the job's lease for ``planner_id`` for ``ttl_s`` and marks its run as under way;
         False, changing nothing, when another planner holds it."""
-        keys = [f"{self._key(job_id)}:lease", self._running_key()]
+        keys = [self._lease_key(job_id), self._running_key()]
         return bool(await self._hold_lease(keys=keys, args=[planner_id, round(ttl_s * 1000), job_id]))
 
     async def let_go(self, job_id: str, planner_id: str, ended: bool) -> None:
         """Gives up ``planner_id``'s lease of the job; ``ended``: its run is over, so no planner takes it up
         (unless another planner holds the job now: then its run goes on)."""
-        await self._let_go_lease(keys=[f"{self._key(job_id)}:lease", self._running_key()],
+        await self._let_go_lease(keys=[self._lease_key(job_id), self._running_key()],
                                  args=[planner_id, int(ended), job_id])
 
     async def unheld_runs(self) -> list[str]:
@@ -155,7 +158,7 @@ class JobStore:
             return []
         async with self._redis.pipeline(transaction=False) as pipe:
             for job_id in job_ids:
-                pipe.exists(f"{self._key(job_id)}:lease")
+                pipe.exists(self._lease_key(job_id))
             held = await pipe.execute()
         return [job_id for job_id, count in zip(job_ids, held, strict=True) if not count]
 

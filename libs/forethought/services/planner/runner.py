@@ -25,10 +25,9 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import grpc
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from forethought.cluster.redis_client import REDIS_UNREACHABLE
 from forethought.cluster.registry import WorkerRecord, WorkerRegistry
 from forethought.domain import InvalidField
 from forethought.planner.job import JobRequest
@@ -124,7 +123,7 @@ class JobRunner:
     async def _store_call(self, call: Callable[[], Awaitable[T]], what: str) -> T:
         """A store call of the running job, waiting out Redis down or not answering for ``STORE_OUTAGE_MAX_S``
         while the workers go on with the requests they hold; a refusal (an error reply) fails the job."""
-        return await self._through_store(call, what, (RedisConnectionError, RedisTimeoutError), STORE_OUTAGE_MAX_S)
+        return await self._through_store(call, what, REDIS_UNREACHABLE, STORE_OUTAGE_MAX_S)
 
     async def _through_store(self, call: Callable[[], Awaitable[T]], what: str,
                              passing: type[RedisError] | tuple[type[RedisError], ...], give_up_s: float | None) -> T:
