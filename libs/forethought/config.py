@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, get_type_hints
 
+from redis.asyncio.connection import parse_url
+
 from forethought.cluster.redis_client import COMMAND_TIMEOUT_S
 
 ENV_PREFIX = "FORETHOUGHT_"
@@ -87,6 +89,10 @@ class ServiceSettings:
                 raise ConfigError(name, "must be a PEM file that exists", getattr(self, name))
         if not self.redis_url.startswith(("redis://", "rediss://", "unix://")):
             raise ConfigError("redis_url", "must start with redis://, rediss:// or unix://", self.redis_url)
+        try:
+            parse_url(self.redis_url)
+        except ValueError as error:  # a query option redis-py cannot read, such as socket_timeout=abc
+            raise ConfigError("redis_url", f"must be a URL redis-py reads: {error}", self.redis_url) from None
 
 
 S = TypeVar("S", bound=ServiceSettings)

@@ -55,9 +55,12 @@ def test_booleans_parse_from_flags_and_environment():
         (["--otel-exporter", "zipkin"], "--otel-exporter / FORETHOUGHT_OTEL_EXPORTER = 'zipkin': must be one of"),
         (["--otel-exporter", "otlp"], "--otel-endpoint / FORETHOUGHT_OTEL_ENDPOINT = '': is required when otel_exporter is otlp"),
         (["--redis-url", "localhost:6379"], "--redis-url / FORETHOUGHT_REDIS_URL = 'localhost:6379': must start with"),
+        (["--redis-url", "redis://127.0.0.1:6379/0?socket_timeout=abc"],
+         "--redis-url / FORETHOUGHT_REDIS_URL = 'redis://127.0.0.1:6379/0?socket_timeout=abc': must be a URL redis-py "
+         "reads: Invalid value for 'socket_timeout' in connection URL."),
         (["--grace-s", "-1"], "--grace-s / FORETHOUGHT_GRACE_S = -1.0: must be >= 0"),
     ],
-    ids=["port-range", "port-type", "exporter", "otlp-endpoint", "redis-url", "grace"],
+    ids=["port-range", "port-type", "exporter", "otlp-endpoint", "redis-url", "redis-url-option", "grace"],
 )
 def test_bad_values_name_the_setting_and_the_rule(argv, message):
     with pytest.raises(ConfigError) as raised:
