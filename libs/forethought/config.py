@@ -16,8 +16,6 @@ from typing import Any, TypeVar, get_type_hints
 
 from redis.asyncio.connection import parse_url
 
-from forethought.cluster.redis_client import COMMAND_TIMEOUT_S
-
 ENV_PREFIX = "FORETHOUGHT_"
 EXPORTERS = ("none", "console", "otlp")
 LOG_FORMATS = ("text", "json")
@@ -50,7 +48,7 @@ class ServiceSettings:
     port: int = option(0, "gRPC port; 0 picks a free one")
     metrics_port: int = option(-1, "Prometheus metrics port; 0 picks a free one, -1 disables")
     redis_url: str = option("redis://127.0.0.1:6379/0", "Redis holding the shared state; each command and connect "
-                            f"is bounded by {COMMAND_TIMEOUT_S:g} s (?socket_timeout=S&socket_connect_timeout=S changes it)")
+                            "is bounded by 5 s (?socket_timeout=S&socket_connect_timeout=S changes it)")
     namespace: str = option("forethought", "prefix of every Redis key")
     otel_exporter: str = option("none", f"trace exporter: one of {', '.join(EXPORTERS)}")
     otel_endpoint: str = option("", "OTLP collector address (host:port) when the exporter is otlp")
