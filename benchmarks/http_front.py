@@ -28,7 +28,8 @@ from pathlib import Path
 
 import grpc
 import openai
-from forethought.cluster.redis_server import free_port, start_redis
+from forethought.cluster.ports import free_port
+from forethought.cluster.redis_server import start_redis
 from forethought.rpc.channels import wait_until_serving
 from forethought.services.http.readiness import wait_until_ready
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc

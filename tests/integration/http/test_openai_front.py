@@ -18,7 +18,7 @@ import urllib.request
 
 import openai
 import pytest
-from forethought.cluster.redis_server import free_port
+from forethought.cluster.ports import free_port
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.live_mesh import MODEL, Mesh, http_json, list_workers, wait_http, wait_until

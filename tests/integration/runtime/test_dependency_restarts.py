@@ -19,7 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from forethought.client import ClientError, ForethoughtClient, RetryPolicy
-from forethought.cluster.redis_server import RedisProcess, free_port
+from forethought.cluster.ports import free_port
+from forethought.cluster.redis_server import RedisProcess
 from forethought.domain import SamplingParams
 
 from tests.conftest import ServiceProcess, wait_serving

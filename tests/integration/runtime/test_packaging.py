@@ -13,7 +13,7 @@ import venv
 from pathlib import Path
 
 import pytest
-from forethought.cluster.redis_server import free_port_block
+from forethought.cluster.ports import free_port_block
 
 
 def test_generated_code_matches_the_protos(tmp_path: Path, repo: Path):

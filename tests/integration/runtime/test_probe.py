@@ -11,7 +11,8 @@ from pathlib import Path
 
 import grpc
 import pytest
-from forethought.cluster.redis_server import RedisProcess, free_port
+from forethought.cluster.ports import free_port
+from forethought.cluster.redis_server import RedisProcess
 
 from tests.conftest import REPO, ServiceProcess
 from tests.integration.access.conftest import serving

@@ -125,3 +125,45 @@ def test_a_bad_setting_stops_the_service_at_start_with_a_clear_message(tmp_path)
     )
     assert result.returncode == 2
     assert "--engine / FORETHOUGHT_ENGINE = 'tpu': must be one of ('sim', 'vllm', 'null')" in result.stderr
+
+
+
+def test_a_port_a_running_service_holds_is_refused_to_a_second_naming_the_setting(start_service, redis_server, wait_serving):
+    """gRPC servers share a port by default on Linux (SO_REUSEPORT): a second service there would take some
+    of the first one's connections. It must stop at start instead, and the first go on serving."""
+    import subprocess
+    import sys
+
+    first = start_service("demand")
+    port = first.address.rpartition(":")[2]
+    second = subprocess.run(
+        [sys.executable, "-m", "forethought.cli", "serve", "demand", "--port", port, "--redis-url", redis_server.url],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert second.returncode == 2
+    assert second.stderr == (f"forethought demand: cannot start: invalid setting --port / FORETHOUGHT_PORT = {port}: must be a "
+                             "port this process can listen on at 127.0.0.1, and it cannot: Address already in use\n")
+    assert wait_serving(first.address, 5, first.process)
+
+
+@pytest.mark.parametrize(("service", "setting", "more"), [
+    ("http", "port", ("--scheduler-address", "127.0.0.1:1")),  # uvicorn would exit with a traceback
+    ("demand", "metrics_port", ()),
+])
+def test_a_port_another_process_holds_stops_the_service_in_one_line(service, setting, more):
+    import socket
+    import subprocess
+    import sys
+
+    flag = "--" + setting.replace("_", "-")
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "forethought.cli", "serve", service, flag, str(port), *more],
+                                capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.endswith(
+        f"forethought {service}: cannot start: invalid setting {flag} / FORETHOUGHT_{setting.upper()} = {port}: must be a "
+        "port this process can listen on at 127.0.0.1, and it cannot: Address already in use\n")
+    assert "Traceback" not in result.stderr

@@ -16,7 +16,8 @@ from pathlib import Path
 import grpc
 import psutil
 import pytest
-from forethought.cluster.redis_server import free_port_block, start_redis
+from forethought.cluster.ports import free_port_block
+from forethought.cluster.redis_server import start_redis
 from forethought.launcher import Cluster, tie_to_launcher
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
 
@@ -197,3 +198,21 @@ def test_a_predictor_folder_without_a_predictor_is_refused_in_one_line(tmp_path:
                         capture_output=True, text=True, timeout=60, env=env)
     assert up.returncode == 2
     assert up.stderr == f"forethought up: --predictor-model: no trained predictor in {tmp_path}: `forethought train-predictor` trains one\n"
+
+
+def test_ports_another_process_holds_stop_up_before_it_starts_anything(tmp_path: Path):
+    import socket
+
+    base = free_port_block(20)
+    env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path)}
+    with socket.socket() as tokenizer_port, socket.socket() as http_port:
+        for holder, port in ((tokenizer_port, base + 1), (http_port, base + 5)):
+            holder.bind(("127.0.0.1", port))
+            holder.listen()
+        up = subprocess.run([sys.executable, "-m", "forethought.cli", "up", "--engine", "sim", "--base-port", str(base),
+                             "--http-port", str(base + 5)], capture_output=True, text=True, timeout=60, env=env)
+    assert up.returncode == 1
+    assert "starting Redis" not in up.stdout
+    assert up.stderr == (f"forethought up: cannot listen on tokenizer's port {base + 1} (--base-port): Address already in use; "
+                         f"http's port {base + 5} (--http-port): Address already in use. Another forethought up may be "
+                         "running (forethought status shows it): stop it, or pass other ports\n")

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
-from forethought.cluster.redis_server import free_port
+from forethought.cluster.ports import free_port
 from forethought.domain import SamplingParams
 from forethought.v1 import common_pb2, demand_pb2, demand_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
 from google.protobuf.timestamp_pb2 import Timestamp

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import grpc
-from forethought.cluster.redis_server import free_port
+from forethought.cluster.ports import free_port
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 MODEL = "SmolLM2-135M-Instruct"

@@ -17,7 +17,8 @@ from typing import Any
 
 import grpc
 import pytest
-from forethought.cluster.redis_server import free_port, start_redis
+from forethought.cluster.ports import free_port
+from forethought.cluster.redis_server import start_redis
 from forethought.domain.block_hashes import chained_block_hashes
 from forethought.rpc.errors import Unavailable, rich_status_of
 from forethought.services.scheduler.requests import StreamDetokenizer

@@ -3,7 +3,7 @@ met or missed when it completes, a best-effort one not at all."""
 
 from __future__ import annotations
 
-from forethought.cluster.redis_server import free_port
+from forethought.cluster.ports import free_port
 from forethought.v1 import common_pb2
 
 from tests.integration.scheduler.test_scheduler import adopted, metric, scheduler, stub_of, token_request, worker

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from forethought.cluster.redis_server import free_port
+from forethought.cluster.ports import free_port
 from forethought.v1 import demand_pb2, demand_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 

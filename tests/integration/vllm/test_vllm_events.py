@@ -62,7 +62,7 @@ async def test_the_subscriber_relays_on_past_a_batch_it_cannot_read_and_the_inde
     import zmq
     import zmq.asyncio
     from forethought.backends.vllm.events import KvEventSubscriber
-    from forethought.cluster.redis_server import free_port
+    from forethought.cluster.ports import free_port
     from vllm.distributed.kv_events import KVEventBatch
 
     endpoint = f"tcp://127.0.0.1:{free_port()}"

@@ -6,7 +6,7 @@ import socket
 
 import grpc
 import pytest
-from forethought.cluster.redis_server import free_port
+from forethought.cluster.ports import free_port
 from forethought.cluster.registry import WorkerRecord
 from forethought.services.scheduler.pool import WorkerPool
 from grpc_health.v1 import health, health_pb2_grpc

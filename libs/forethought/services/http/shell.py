@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import uvicorn
 
+from forethought.cluster.ports import listen_failure, listen_rule
 from forethought.config import ConfigError, ServiceSettings, option
 from forethought.domain import MAX_TOKENS_LIMIT
 from forethought.rpc.channels import channel_tls_of
@@ -55,11 +56,15 @@ async def running(settings: Settings) -> AsyncIterator[str]:
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
                             timeout_graceful_shutdown=int(settings.grace_s),
                             ssl_certfile=settings.tls_cert or None, ssl_keyfile=settings.tls_key or None)
+    # uvicorn answers a port it cannot bind by exiting the process with a traceback, so ask first.
+    reason = listen_failure(settings.host, settings.port)
+    if reason is not None:
+        raise ConfigError("port", listen_rule(settings.host, reason), settings.port)
     server = _EmbeddedServer(config)
     task = asyncio.create_task(server.serve())
     while not server.started:
-        if task.done():  # it could not listen; uvicorn logged why
-            raise OSError(f"cannot serve HTTP on {settings.host}:{settings.port}")
+        if task.done():  # it stopped before listening; uvicorn logged why
+            raise ConfigError("port", listen_rule(settings.host, "the HTTP server stopped before listening"), settings.port)
         await asyncio.sleep(0.05)
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
