@@ -87,6 +87,14 @@ class WorkerRegistry:
             pipe.srem(f"{self._ns}:workers", worker_id)
             await pipe.execute()
 
+    async def entry(self, worker_id: str) -> WorkerRecord | None:
+        """``worker_id``'s entry while it lives (its TTL not run out), else None; None too when unreadable."""
+        entry = await self._redis.hgetall(self._key(worker_id))
+        try:
+            return _record(worker_id, {_text(k): _text(v) for k, v in entry.items()}) if entry else None
+        except (KeyError, ValueError, TypeError):
+            return None
+
     async def workers(self) -> list[WorkerRecord]:
         """Live workers, sorted by id; ids whose entry expired are removed from the set."""
         ids = sorted(member.decode() if isinstance(member, bytes) else member

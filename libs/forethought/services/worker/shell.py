@@ -45,6 +45,7 @@ REPUBLISHED_BLOCKS = Counter(
     "cached blocks a worker published again after the prefix index lost them (Redis restarted or flushed)",
 )
 ENGINES = ("sim", "vllm", "null")
+NAMESAKE_POLL_S = 0.25  # how often a starting worker reads an entry of its id that another address wrote
 VLLM_DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
@@ -53,7 +54,7 @@ class Settings(ServiceSettings):
     port: int = option(50061, "gRPC port; 0 picks a free one")
     engine: str = option("sim", f"inference engine: one of {', '.join(ENGINES)}")
     model: str = option("SmolLM2-135M-Instruct", "model name or Hugging Face folder")
-    worker_id: str = option("", "id in the registry; empty = <hostname>-<port>")
+    worker_id: str = option("", "id in the registry, one no other live worker holds; empty = <hostname>-<port>-<pid>")
     advertise_address: str = option("", "host:port the scheduler dials; empty = the listening address")
     capacity: int = option(64, "requests the worker may hold in flight")
     heartbeat_s: float = option(1.0, "seconds between registry heartbeats")
@@ -183,6 +184,7 @@ class WorkerShell:
         self._address = self._settings.advertise_address or address
         self._worker_id = self._worker_id or f"{socket.gethostname()}-{address.rpartition(':')[2]}-{os.getpid()}"
         self._servicer.worker_id = self._worker_id
+        await self._refuse_a_live_namesake()
         load_s = await self._agent.lifecycle.load(self._settings.model)
         # Subscribe before the first request so no cache event is missed.
         events = self._engine.cache_events()
@@ -195,6 +197,20 @@ class WorkerShell:
         ]
         log.info("worker %s registered at %s (engine %s, model %s, loaded in %.1f s)", self._worker_id,
                  self._address, self._settings.engine, self._settings.model, load_s)
+
+    async def _refuse_a_live_namesake(self) -> None:
+        """Stops the start when a live worker elsewhere holds this id: both would rewrite one registry entry,
+        the schedulers would dial each in turn, and the prefix index would merge their caches. An entry at
+        another address whose heartbeat stands still until its TTL runs out is a dead worker's: taken over."""
+        held = await self._registry.entry(self._worker_id)
+        deadline = asyncio.get_running_loop().time() + 2 * self._settings.heartbeat_ttl_s  # bounds an entry without a TTL
+        while held is not None and held.address != self._address and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(NAMESAKE_POLL_S)
+            now = await self._registry.entry(self._worker_id)
+            if now is not None and now.heartbeat_s != held.heartbeat_s:
+                raise ConfigError("worker_id", f"must be an id no live worker holds: the worker at {now.address} "
+                                  "heartbeats under it", self._worker_id)
+            held = now
 
     async def drain(self) -> None:
         self._state = "draining"
@@ -210,8 +226,9 @@ class WorkerShell:
         if self._metrics_key is not None:
             WORKER_STATS.remove(self._metrics_key)
         await cancel_tasks(self._tasks)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._leave_registry(), self._settings.heartbeat_ttl_s)
+        if self._tasks:  # a start that failed must not take an entry of its id away from the worker that holds it
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._leave_registry(), self._settings.heartbeat_ttl_s)
         await self._agent.close()
         await self._agent.lifecycle.stop_all()
         await self._redis.aclose()

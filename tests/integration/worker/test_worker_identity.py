@@ -1,0 +1,52 @@
+"""A worker id names one live worker: a second worker under it is refused; a dead worker's entry is taken over."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import redis.asyncio as aioredis
+from forethought.cluster.registry import WorkerRecord, WorkerRegistry
+
+FAST_SIM = ("--engine", "sim", "--sim-speedup", "20")
+
+
+async def entry_of(redis_url: str, namespace: str, worker_id: str) -> WorkerRecord | None:
+    client = aioredis.from_url(redis_url)
+    try:
+        return await WorkerRegistry(client, namespace).entry(worker_id)
+    finally:
+        await client.aclose()
+
+
+async def test_a_second_worker_under_a_live_workers_id_stops_at_start_and_leaves_its_entry(start_service, redis_server,
+                                                                                              namespace):
+    # Slow heartbeats: the first rewrites its entry seconds after the second leaves, not before this test reads it.
+    first = start_service("worker", *FAST_SIM, "--worker-id", "w-same", "--heartbeat-s", "4", "--heartbeat-ttl-s", "10")
+    started = time.monotonic()
+    second = subprocess.run(
+        [sys.executable, "-m", "forethought.cli", "serve", "worker", *FAST_SIM, "--worker-id", "w-same",
+         "--redis-url", redis_server.url, "--namespace", namespace],
+        capture_output=True, text=True, timeout=120,
+    )
+    waited = time.monotonic() - started
+    assert second.returncode == 2
+    assert second.stderr.endswith(
+        "forethought worker: cannot start: invalid setting --worker-id / FORETHOUGHT_WORKER_ID = 'w-same': must be an id "
+        f"no live worker holds: the worker at {first.address} heartbeats under it\n")
+    assert waited < 30  # one heartbeat of the first (4 s) tells it apart from a dead worker's entry
+    held = await entry_of(redis_server.url, namespace, "w-same")
+    assert held is not None and held.address == first.address  # the refused start neither rewrote nor removed it
+
+
+async def test_a_dead_workers_entry_is_taken_over_once_its_heartbeat_stands_still(start_service, redis_server, namespace):
+    client = aioredis.from_url(redis_server.url)
+    try:  # a worker that heartbeat once and died: its entry lives out its TTL
+        await WorkerRegistry(client, namespace, ttl_s=3.0).heartbeat(
+            WorkerRecord(worker_id="w-reborn", address="127.0.0.1:1", model="m", engine="sim", capacity=8))
+    finally:
+        await client.aclose()
+    worker = start_service("worker", *FAST_SIM, "--worker-id", "w-reborn")
+    held = await entry_of(redis_server.url, namespace, "w-reborn")
+    assert held is not None and held.address == worker.address
