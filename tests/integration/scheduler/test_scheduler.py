@@ -329,6 +329,23 @@ def test_without_a_predictor_the_scheduler_serves_degraded(start_service):
     assert "predictor unavailable" in front.log() and "degraded" in front.log()
 
 
+def test_a_worker_indexing_blocks_of_another_size_is_named_once_and_still_served(start_service):
+    """Prompts hashed in 32-token blocks never match a cache indexed in 16-token ones: placement by load
+    alone, which the scheduler must say rather than leave to a hit ratio of zero."""
+    worker(start_service, "w0", "20")
+    front = scheduler(start_service, "--block-size", "32")
+    with grpc.insecure_channel(front.address) as channel:
+        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        adopted(stub, 1)
+        request = scheduler_pb2.GenerateRequest(model=MODEL, token_ids=common_pb2.TokenIds(ids=list(range(200, 300))),
+                                                max_tokens=3, sampling=common_pb2.SamplingParams(ignore_eos=True))
+        assert sum(len(reply.token_ids) for reply in stub.Generate(request, timeout=30)) == 3
+        time.sleep(0.5)  # several more registry reads
+    told = ("worker w0 indexes its cache in blocks of 16 tokens, and this scheduler hashes prompts in blocks of 32 "
+            "(--block-size): no prefix cached there can match; give both one size")
+    assert front.log().count(told) == 1
+
+
 def test_with_the_prefix_index_frozen_or_down_placement_goes_on_by_load(start_service):
     """Redis stalls (a frozen server keeps its socket open) or dies: the index is advice, so requests still
     land, the degraded gauge says so, and placement uses the index again once Redis answers."""

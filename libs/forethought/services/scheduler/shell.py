@@ -16,14 +16,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import grpc
 
 from forethought.access import QuotaLedger, TenantBook, tenants_of
 from forethought.cluster.redis_client import connect_redis
-from forethought.cluster.registry import WorkerRegistry, with_recent_heartbeats
+from forethought.cluster.registry import WorkerRecord, WorkerRegistry, with_recent_heartbeats
 from forethought.config import ConfigError, ServiceSettings, option
 from forethought.documents import read_document
 from forethought.domain import InvalidField
@@ -73,7 +73,7 @@ class Settings(ServiceSettings):
                                         "already sent, when its decoding is greedy or seeded (docs/scheduler.md)")
     max_resumes: int = option(2, "resumes per stream after losing its worker mid-way")
     max_attempts: int = option(3, "dispatches per request: the first plus retries after losing a worker before its first token")
-    block_size: int = option(16, "tokens per block of the prefix index")
+    block_size: int = option(16, "tokens per block of the prefix index: the size the workers index their caches in (16)")
     index_timeout_s: float = option(0.25, "seconds a prefix-index match may take before placement goes on by load alone")
     registry_poll_s: float = option(0.5, "seconds between reads of the worker registry")
     heartbeat_ttl_s: float = option(5.0, "a worker whose heartbeat is older than this is dead")
@@ -158,6 +158,7 @@ class SchedulerShell:
         self._demand_channel = open_channel(settings.demand_address, tls=tls) if settings.demand_address else None
         self._tls = tls
         self._tasks: list[asyncio.Task[None]] = []
+        self._told_block_size: set[str] = set()  # workers whose other block size was logged
         self.placement: PlacementLoop | None = None
         self._applications: ApplicationRuns | None = None
         self._prompt_tokens: PromptTokens | None = None
@@ -235,6 +236,17 @@ class SchedulerShell:
         given_up = await self._pool.refresh(records)
         self.placement.sync(records)
         self.placement.forget_workers(given_up)
+        self._tell_other_block_sizes(records)
+
+    def _tell_other_block_sizes(self, records: Sequence[WorkerRecord]) -> None:
+        """A worker whose cache is indexed in blocks of another size than the prompts are hashed in never
+        matches a prefix; placement goes on by load alone, so say it once per worker, loudly."""
+        for record in records:
+            if record.load.block_size != self._settings.block_size and record.worker_id not in self._told_block_size:
+                self._told_block_size.add(record.worker_id)
+                log.error("worker %s indexes its cache in blocks of %d tokens, and this scheduler hashes prompts in "
+                          "blocks of %d (--block-size): no prefix cached there can match; give both one size",
+                          record.worker_id, record.load.block_size, self._settings.block_size)
 
     async def _refresh_ranks(self) -> None:
         assert self._applications is not None
