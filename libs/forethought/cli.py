@@ -27,7 +27,7 @@ NOT_TEXT_ENGINES = frozenset({"sim", "null"})
 
 
 def _up(args: argparse.Namespace) -> int:
-    from forethought.launcher import StopSignal, UpOptions, run_up
+    from forethought.launcher import StopSignal, UpOptions, port_plan_problem, run_up
 
     stop = StopSignal()
     stop.install()  # before anything slow: a stop is honoured from the first moment
@@ -42,12 +42,15 @@ def _up(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"forethought up: --predictor-model: {error}", file=sys.stderr)
         return 2
+    options = UpOptions(workers=workers, engine=args.engine, model=args.model, base_port=args.base_port,
+                        http_port=args.http_port, router=args.router, policy=args.policy, sim_speedup=args.sim_speedup,
+                        log_format=args.log_format, predictor_model=predictor.directory)
+    problem = port_plan_problem(options)
+    if problem is not None:
+        print(f"forethought up: {problem}", file=sys.stderr)
+        return 2
     print(f"length forecasts: {predictor.description}", flush=True)
-    return run_up(UpOptions(
-        workers=workers, engine=args.engine, model=args.model, base_port=args.base_port, http_port=args.http_port,
-        router=args.router, policy=args.policy, sim_speedup=args.sim_speedup, log_format=args.log_format,
-        predictor_model=predictor.directory,
-    ), stop)
+    return run_up(options, stop)
 
 
 async def _generate(args: argparse.Namespace) -> int:

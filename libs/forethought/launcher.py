@@ -172,6 +172,22 @@ def start_cluster(options: UpOptions, stop: StopSignal | None = None) -> Cluster
     return cluster
 
 
+def port_plan_problem(options: UpOptions) -> str | None:
+    """What is wrong with the ports ``--base-port``, ``--http-port`` and ``--workers`` give ``up``'s
+    services, or None: each must be a port of its own in 1..65535 (``up`` dials each to see it ready)."""
+    owners: dict[int, str] = {}
+    for name, address, _ in plan_services(options, redis_url=""):
+        port = int(address.rpartition(":")[2])
+        if not 1 <= port <= 65535:
+            if name == "http":
+                return f"--http-port {port}: must be in 1..65535"
+            return f"--base-port {options.base_port} puts {name} on port {port}, outside 1..65535"
+        if port in owners:
+            return f"--http-port {options.http_port} is also {owners[port]}'s port (--base-port {options.base_port}): give each its own"
+        owners[port] = name
+    return None
+
+
 def refuse_held_ports(options: UpOptions) -> None:
     """Raises ``StartFailed`` naming every port ``up`` would listen on that it cannot, before anything
     starts: most often another ``forethought up`` holds them."""

@@ -33,6 +33,8 @@ def listen_failure(host: str, port: int) -> str | None:
     Probed as the servers bind, with ``SO_REUSEADDR``: a port whose last connections linger in TIME_WAIT
     is free, one that another socket listens on is not.
     """
+    if not 0 <= port <= 65535:  # getaddrinfo would take it modulo 65536
+        return f"{port} is no TCP port (0..65535)"
     try:
         family, kind, protocol, _, address = socket.getaddrinfo(
             host.strip("[]") or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]

@@ -39,3 +39,7 @@ def test_an_address_that_is_not_this_machines_is_named():
     assert listen_failure("192.0.2.1", free_port()) == "Cannot assign requested address"  # TEST-NET-1
     reason = listen_failure("no-such-host.invalid", free_port())
     assert reason is not None and reason.startswith("no-such-host.invalid is no address of this machine (")
+
+
+def test_a_number_past_the_port_range_is_no_port_not_another_port_modulo_65536():
+    assert listen_failure("127.0.0.1", 70001) == "70001 is no TCP port (0..65535)"
