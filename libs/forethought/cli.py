@@ -56,6 +56,7 @@ def _up(args: argparse.Namespace) -> int:
 async def _generate(args: argparse.Namespace) -> int:
     """A chat turn through the model's chat template, or with ``--raw`` the text as a plain completion."""
     from forethought.client import AsyncForethoughtClient, ChatMessage, ClientError
+    from forethought.cluster.ports import accepts_connections
     from forethought.domain import SamplingParams, ServiceClass, Usage
 
     chat = None if args.raw else [*([ChatMessage("system", args.system)] if args.system else []), ChatMessage("user", args.text)]
@@ -77,6 +78,9 @@ async def _generate(args: argparse.Namespace) -> int:
                     print("\n" + generation_footer(tokens, usage, forecast, worker_id, engine, chunk.finish_reason.name))
         except ClientError as error:
             print(f"\nforethought generate: {error.code.name}: {error.message}", file=sys.stderr)
+            if error.code is grpc.StatusCode.UNAVAILABLE and not tokens and not accepts_connections(args.scheduler):
+                print(f"nothing listens at {args.scheduler}: start the mesh with `forethought up` (`forethought status` "
+                      "shows what runs), or name the scheduler with --scheduler", file=sys.stderr)
             return 1
     return 0
 

@@ -49,6 +49,16 @@ def listen_failure(host: str, port: int) -> str | None:
     return None
 
 
+def accepts_connections(address: str, timeout_s: float = 1.0) -> bool:
+    """Whether something listens at ``host:port``: a refused or unanswered connect says nothing does."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
 def listen_rule(host: str, reason: str) -> str:
     """The rule a port setting breaks when ``listen_failure`` gave ``reason``, for its ``ConfigError``."""
     return f"must be a port this process can listen on at {host}, and it cannot: {reason}"

@@ -16,7 +16,7 @@ from pathlib import Path
 import grpc
 import psutil
 import pytest
-from forethought.cluster.ports import free_port_block
+from forethought.cluster.ports import free_port, free_port_block
 from forethought.cluster.redis_server import start_redis
 from forethought.launcher import Cluster, tie_to_launcher
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
@@ -216,3 +216,13 @@ def test_ports_another_process_holds_stop_up_before_it_starts_anything(tmp_path:
     assert up.stderr == (f"forethought up: cannot listen on tokenizer's port {base + 1} (--base-port): Address already in use; "
                          f"http's port {base + 5} (--http-port): Address already in use. Another forethought up may be "
                          "running (forethought status shows it): stop it, or pass other ports\n")
+
+
+def test_generate_with_nothing_at_the_scheduler_address_says_how_to_start_the_mesh():
+    address = f"127.0.0.1:{free_port()}"
+    result = subprocess.run([sys.executable, "-m", "forethought.cli", "generate", "hi", "--scheduler", address],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert result.stderr.startswith("\nforethought generate: UNAVAILABLE: ")
+    assert result.stderr.endswith(f"nothing listens at {address}: start the mesh with `forethought up` (`forethought "
+                                  "status` shows what runs), or name the scheduler with --scheduler\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from forethought.cluster.ports import free_port, listen_failure
+from forethought.cluster.ports import accepts_connections, free_port, listen_failure
 
 
 def test_a_free_port_and_port_zero_can_be_listened_on():
@@ -43,3 +43,13 @@ def test_an_address_that_is_not_this_machines_is_named():
 
 def test_a_number_past_the_port_range_is_no_port_not_another_port_modulo_65536():
     assert listen_failure("127.0.0.1", 70001) == "70001 is no TCP port (0..65535)"
+
+
+def test_a_listener_accepts_connections_and_a_free_port_or_a_bad_address_does_not():
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
+        assert accepts_connections(address)
+    assert not accepts_connections(address)
+    assert not accepts_connections("no-port-here")
