@@ -127,7 +127,8 @@ def test_the_node_example_lists_the_workers_and_streams_an_answer(mesh: str, nod
     workers = [match.group(1) for line in lines[:2] if (match := WORKER_LINE.fullmatch(line))]
     assert sorted(workers) == ["worker-0", "worker-1"], run.stdout
     assert re.fullmatch(r"\[served by worker-[01]\]", lines[2]), run.stdout
-    assert lines[3].strip(), "the streamed text is empty:\n" + run.stdout
+    # The sim engine's tokens are random text: the stream may open with line breaks.
+    assert "".join(lines[3:-1]).strip(), "the streamed text is empty:\n" + run.stdout
     assert FINISH_LINE.fullmatch(lines[-1]), run.stdout
     assert run.stderr == ""
 
