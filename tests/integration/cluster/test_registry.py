@@ -30,3 +30,16 @@ async def test_an_unreadable_entry_is_left_out_once_logged_and_the_others_stay_l
     assert len(warnings) == 1 and warnings[0].startswith("worker w1: its registry entry cannot be read (ValueError")
     await registry.heartbeat(WorkerRecord("w1", "127.0.0.1:5001", "m", "sim", 8))  # its next heartbeat mends it
     assert [record.worker_id for record in await registry.workers()] == ["w0", "w1", "w2"]
+
+
+async def test_one_entry_is_read_while_it_lives_and_is_none_once_gone_or_unreadable(redis_client: Redis, namespace: str) -> None:
+    clock = iter([100.0, 101.5])
+    registry = WorkerRegistry(redis_client, namespace, ttl_s=60, clock=lambda: next(clock))
+    assert await registry.entry("w0") is None
+    await registry.heartbeat(WorkerRecord("w0", "127.0.0.1:5000", "m", "sim", 8))
+    assert await registry.entry("w0") == WorkerRecord("w0", "127.0.0.1:5000", "m", "sim", 8, heartbeat_s=100.0)
+    await registry.heartbeat(WorkerRecord("w1", "127.0.0.1:5001", "m", "sim", 8))
+    await redis_client.hset(f"{namespace}:worker:w1", "capacity", "eight")
+    assert await registry.entry("w1") is None
+    await registry.deregister("w0")
+    assert await registry.entry("w0") is None
