@@ -53,15 +53,16 @@ def test_a_run_sends_the_plans_degree_so_workers_with_fewer_devices_refuse_it(re
     assert "INVALID_ARGUMENT tensor_parallel_size: must be 0 (one device) or 1..1" in status.error, status.error
 
 
-def test_a_vllm_engine_split_over_devices_starts_with_the_multiprocess_executor() -> None:
-    from pathlib import Path
-
+def test_a_vllm_engine_split_over_devices_starts_with_the_multiprocess_executor(tmp_path) -> None:
     from forethought.backends.vllm.backend import VllmEngineOptions, engine_args, start_environment
 
+    # A folder that exists: vLLM takes any other path for a Hugging Face repo id, which HF_HUB_OFFLINE refuses.
+    model = tmp_path / "smol"
+    model.mkdir()
     split = VllmEngineOptions(tensor_parallel_size=2)
-    args = engine_args(split, Path("/models/smol"), "bfloat16", "ipc:///tmp/kv")
+    args = engine_args(split, model, "bfloat16", "ipc:///tmp/kv")
     assert (args.tensor_parallel_size, args.distributed_executor_backend) == (2, "mp")
-    assert engine_args(VllmEngineOptions(), Path("/m"), "float32", "ipc:///tmp/kv").distributed_executor_backend == "uni"
+    assert engine_args(VllmEngineOptions(), model, "float32", "ipc:///tmp/kv").distributed_executor_backend == "uni"
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in start_environment(split, on_cpu=True, usable_cpus=2)
     with pytest.raises(ValueError, match="tensor_parallel_size"):
         VllmEngineOptions(tensor_parallel_size=0)
