@@ -2,9 +2,13 @@
 
 Key layout (``ns`` is the configured namespace):
 - ``{ns}:workers``: a set of worker ids ever registered and not yet cleaned up.
-- ``{ns}:worker:{id}``: a hash (address, model, engine, capacity, state, heartbeat_s, load as JSON)
-  with a TTL of ``ttl_s``; each heartbeat rewrites it and renews the TTL, so a dead worker's entry
-  expires by itself and readers drop its id from the set.
+- ``{ns}:worker:{id}``: a hash (address, model, engine, capacity, state, heartbeat_s, load as JSON, and
+  the writing process's ``instance`` token) with a TTL of ``ttl_s``; each heartbeat rewrites it and renews
+  the TTL, so a dead worker's entry expires by itself and readers drop its id from the set.
+
+An id names one live worker: a heartbeat or a deregistration changes an entry only when the entry is
+missing or carries the writer's own instance token, so a worker that lost its id (frozen past its TTL
+while another took the id) learns so and cannot overwrite or delete the new holder's entry.
 
 A reader skips an entry it cannot read (logged once per worker) rather than the whole list, and ignores
 load fields it does not know: during a rolling upgrade a newer worker's entry may carry more.
@@ -15,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 
@@ -23,6 +28,30 @@ import redis.asyncio as aioredis
 from forethought.domain import ClassLoad, EngineStats
 
 log = logging.getLogger(__name__)
+
+HEARTBEAT = """
+local holder = redis.call('HGET', KEYS[1], 'instance')
+if holder ~= false and holder ~= ARGV[1] and ARGV[3] == '0' then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'instance', ARGV[1], unpack(ARGV, 5))
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[4])
+return 1
+"""
+"""Writes worker ARGV[4]'s entry (KEYS[1]: ARGV[5..] field-value pairs, instance ARGV[1], TTL ARGV[2] ms) and
+lists it (KEYS[2]), unless another instance holds the entry and ARGV[3] (take over) is '0'."""
+
+DEREGISTER = """
+local holder = redis.call('HGET', KEYS[1], 'instance')
+if holder ~= false and holder ~= ARGV[1] then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[2])
+return 1
+"""
+"""Deletes worker ARGV[2]'s entry (KEYS[1]) and unlists it (KEYS[2]), unless another instance than ARGV[1] holds it."""
 
 
 @dataclass(frozen=True)
@@ -58,34 +87,36 @@ class WorkerRegistry:
     """Registers, heartbeats and lists workers in Redis."""
 
     def __init__(self, client: aioredis.Redis, namespace: str, ttl_s: float = 6.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, instance: str | None = None) -> None:
         self._redis = client
         self._ns = namespace
         self._ttl_ms = int(ttl_s * 1000)
         self._clock = clock
+        self.instance = instance or uuid.uuid4().hex  # this writer's token in the entries it writes
+        self._heartbeat_script = client.register_script(HEARTBEAT)
+        self._deregister_script = client.register_script(DEREGISTER)
         self._unreadable: set[str] = set()  # ids whose entry could not be read, logged once
 
     def _key(self, worker_id: str) -> str:
         return f"{self._ns}:worker:{worker_id}"
 
-    async def heartbeat(self, record: WorkerRecord) -> None:
-        """Writes the record with a fresh heartbeat time and TTL (registering it if new)."""
+    async def heartbeat(self, record: WorkerRecord, take_over: bool = False) -> bool:
+        """Writes the record with a fresh heartbeat time and TTL (registering it if new); False, writing
+        nothing, when another instance holds the entry, unless ``take_over``."""
         entry = {
             "address": record.address, "model": record.model, "engine": record.engine,
             "capacity": record.capacity, "state": record.state, "heartbeat_s": self._clock(),
             "load": stats_to_json(record.load),
         }
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.sadd(f"{self._ns}:workers", record.worker_id)
-            pipe.hset(self._key(record.worker_id), mapping=entry)
-            pipe.pexpire(self._key(record.worker_id), self._ttl_ms)
-            await pipe.execute()
+        fields = [value for pair in entry.items() for value in pair]
+        keys = [self._key(record.worker_id), f"{self._ns}:workers"]
+        args = [self.instance, self._ttl_ms, int(take_over), record.worker_id, *fields]
+        return bool(await self._heartbeat_script(keys=keys, args=args))
 
-    async def deregister(self, worker_id: str) -> None:
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.delete(self._key(worker_id))
-            pipe.srem(f"{self._ns}:workers", worker_id)
-            await pipe.execute()
+    async def deregister(self, worker_id: str) -> bool:
+        """Deletes the worker's entry; False, deleting nothing, when another instance holds it."""
+        keys = [self._key(worker_id), f"{self._ns}:workers"]
+        return bool(await self._deregister_script(keys=keys, args=[self.instance, worker_id]))
 
     async def entry(self, worker_id: str) -> WorkerRecord | None:
         """``worker_id``'s entry while it lives (its TTL not run out), else None; None too when unreadable."""

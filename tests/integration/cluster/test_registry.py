@@ -43,3 +43,21 @@ async def test_one_entry_is_read_while_it_lives_and_is_none_once_gone_or_unreada
     assert await registry.entry("w1") is None
     await registry.deregister("w0")
     assert await registry.entry("w0") is None
+
+
+async def test_an_entry_is_changed_only_by_the_instance_that_wrote_it_or_one_taking_it_over(
+        redis_client: Redis, namespace: str) -> None:
+    first, second = (WorkerRegistry(redis_client, namespace, ttl_s=60, instance=name) for name in ("first", "second"))
+    record = WorkerRecord("w0", "127.0.0.1:5000", "m", "sim", 8)
+    moved = WorkerRecord("w0", "127.0.0.1:6000", "m", "sim", 8)
+    assert await first.heartbeat(record) and await first.heartbeat(record)
+    assert not await second.heartbeat(moved)
+    assert not await second.deregister("w0")
+    assert (await first.entry("w0") or moved).address == "127.0.0.1:5000"
+    assert await second.heartbeat(moved, take_over=True)
+    assert not await first.heartbeat(record)
+    assert not await first.deregister("w0")
+    assert (await first.entry("w0") or record).address == "127.0.0.1:6000"
+    assert await second.deregister("w0")
+    assert await first.entry("w0") is None and await first.workers() == []
+    assert await first.heartbeat(record)  # a missing entry is anyone's

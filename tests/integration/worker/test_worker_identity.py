@@ -1,4 +1,5 @@
-"""A worker id names one live worker: a second worker under it is refused; a dead worker's entry is taken over."""
+"""A worker id names one live worker: a second worker under it is refused, a dead worker's entry is taken over,
+and a worker that lost its id while frozen stops."""
 
 from __future__ import annotations
 
@@ -50,3 +51,23 @@ async def test_a_dead_workers_entry_is_taken_over_once_its_heartbeat_stands_stil
     worker = start_service("worker", *FAST_SIM, "--worker-id", "w-reborn")
     held = await entry_of(redis_server.url, namespace, "w-reborn")
     assert held is not None and held.address == worker.address
+
+
+async def test_a_worker_whose_id_was_taken_while_it_was_frozen_stops_and_leaves_the_new_holder_alone(
+        start_service, redis_server, namespace):
+    import os
+    import signal
+
+    fast = ("--heartbeat-s", "0.5", "--heartbeat-ttl-s", "2")
+    frozen = start_service("worker", *FAST_SIM, "--worker-id", "w-thawed", *fast)
+    os.kill(frozen.process.pid, signal.SIGSTOP)
+    try:
+        taker = start_service("worker", *FAST_SIM, "--worker-id", "w-thawed", *fast)  # once the entry lapses (2 s)
+    finally:
+        os.kill(frozen.process.pid, signal.SIGCONT)
+    assert frozen.process.wait(30) == 1
+    assert "another worker took the id w-thawed while this one's registry entry had lapsed" in frozen.log()
+    time.sleep(1.0)  # the taker's next heartbeats
+    held = await entry_of(redis_server.url, namespace, "w-thawed")
+    assert held is not None and held.address == taker.address
+    assert taker.process.poll() is None

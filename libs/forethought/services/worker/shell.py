@@ -188,7 +188,7 @@ class WorkerShell:
         load_s = await self._agent.lifecycle.load(self._settings.model)
         # Subscribe before the first request so no cache event is missed.
         events = self._engine.cache_events()
-        await self._heartbeat()
+        await self._heartbeat(take_over=True)  # an entry still there is a dead worker's, or this address's last one
         self._metrics_key = WORKER_STATS.add(self._reading)
         self._tasks = [
             asyncio.create_task(self._heartbeats(), name="heartbeats"),
@@ -238,8 +238,8 @@ class WorkerShell:
         return f"its engine for {self._settings.model} failed: {engine}" if engine else ended_task(self._tasks)
 
     async def _leave_registry(self) -> None:
-        await self._registry.deregister(self._worker_id)
-        await self._index.remove_worker(self._worker_id)
+        if await self._registry.deregister(self._worker_id):  # not when another worker holds the id now
+            await self._index.remove_worker(self._worker_id)
 
     def _record(self) -> WorkerRecord:
         return WorkerRecord(
@@ -253,8 +253,10 @@ class WorkerShell:
         engines = {model: engine.stats() for model in lifecycle.loaded() if (engine := lifecycle.engine(model)) is not None}
         return WorkerReading(self._worker_id, engines, {kind: self._agent.metrics(kind) for kind in PrewarmKind})
 
-    async def _heartbeat(self) -> None:
-        await self._registry.heartbeat(self._record())
+    async def _heartbeat(self, take_over: bool = False) -> None:
+        if not await self._registry.heartbeat(self._record(), take_over):
+            raise WorkerIdTaken(f"another worker took the id {self._worker_id} while this one's registry entry had "
+                                "lapsed (the process frozen past its TTL?); this one stops rather than share it")
         async with self._publishing:
             known = await self._index.refresh_worker(self._worker_id, self._settings.heartbeat_ttl_s)
             if not known and len(self._published):
@@ -268,6 +270,8 @@ class WorkerShell:
             await asyncio.sleep(self._settings.heartbeat_s)
             try:
                 await self._heartbeat()
+            except WorkerIdTaken:
+                raise  # ends the task: the service reports the failure and exits
             except Exception:
                 log.warning("heartbeat to Redis failed; retrying", exc_info=True)
 
@@ -288,6 +292,10 @@ class WorkerShell:
                     log.info("prewarmed %s %s expired unused", entry.kind.name.lower(), entry.key)
             except Exception:  # a release that failed (a tool's container, an engine's stop) is tried next round
                 log.warning("releasing expired prewarms failed; retrying", exc_info=True)
+
+
+class WorkerIdTaken(RuntimeError):
+    """Another worker holds this worker's id now: this one's entry lapsed and was taken over."""
 
 
 def build(settings: Settings) -> WorkerShell:
