@@ -226,9 +226,8 @@ class WorkerShell:
         if self._metrics_key is not None:
             WORKER_STATS.remove(self._metrics_key)
         await cancel_tasks(self._tasks)
-        if self._tasks:  # a start that failed must not take an entry of its id away from the worker that holds it
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._leave_registry(), self._settings.heartbeat_ttl_s)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._leave_registry(), self._settings.heartbeat_ttl_s)
         await self._agent.close()
         await self._agent.lifecycle.stop_all()
         await self._redis.aclose()
@@ -238,7 +237,8 @@ class WorkerShell:
         return f"its engine for {self._settings.model} failed: {engine}" if engine else ended_task(self._tasks)
 
     async def _leave_registry(self) -> None:
-        if await self._registry.deregister(self._worker_id):  # not when another worker holds the id now
+        # Not when another worker holds the id: one this worker's start was refused for, or one that took it over.
+        if await self._registry.deregister(self._worker_id):
             await self._index.remove_worker(self._worker_id)
 
     def _record(self) -> WorkerRecord:
