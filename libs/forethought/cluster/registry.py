@@ -29,6 +29,8 @@ from forethought.domain import ClassLoad, EngineStats
 
 log = logging.getLogger(__name__)
 
+UNREADABLE = (KeyError, ValueError, TypeError)  # what reading an entry with a missing or bad field raises
+
 HEARTBEAT = """
 local holder = redis.call('HGET', KEYS[1], 'instance')
 if holder ~= false and holder ~= ARGV[1] and ARGV[3] == '0' then
@@ -122,8 +124,8 @@ class WorkerRegistry:
         """``worker_id``'s entry while it lives (its TTL not run out), else None; None too when unreadable."""
         entry = await self._redis.hgetall(self._key(worker_id))
         try:
-            return _record(worker_id, {_text(k): _text(v) for k, v in entry.items()}) if entry else None
-        except (KeyError, ValueError, TypeError):
+            return _record(worker_id, entry) if entry else None
+        except UNREADABLE:
             return None
 
     async def workers(self) -> list[WorkerRecord]:
@@ -141,9 +143,9 @@ class WorkerRegistry:
                 self._unreadable.discard(worker_id)
                 continue
             try:
-                live.append(_record(worker_id, {_text(k): _text(v) for k, v in entry.items()}))
+                live.append(_record(worker_id, entry))
                 self._unreadable.discard(worker_id)
-            except (KeyError, ValueError, TypeError) as error:  # one bad entry must not hide every worker
+            except UNREADABLE as error:  # one bad entry must not hide every worker
                 if worker_id not in self._unreadable:
                     self._unreadable.add(worker_id)
                     log.warning("worker %s: its registry entry cannot be read (%s: %s); it is left out",
@@ -168,7 +170,9 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _record(worker_id: str, entry: dict[str, str]) -> WorkerRecord:
+def _record(worker_id: str, raw: Mapping[bytes | str, bytes | str]) -> WorkerRecord:
+    """The record of an entry as Redis returns it; raises one of ``UNREADABLE`` when a field is missing or bad."""
+    entry = {_text(key): _text(value) for key, value in raw.items()}
     return WorkerRecord(
         worker_id=worker_id, address=entry["address"], model=entry["model"], engine=entry["engine"],
         capacity=int(entry["capacity"]), state=entry.get("state", "serving"),
