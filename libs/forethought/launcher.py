@@ -71,6 +71,9 @@ class StopSignal:
             raise StopRequested(signal.Signals(self.received).name)
 
 
+LOOPBACK = "127.0.0.1"  # every service of up listens here
+
+
 @dataclass(frozen=True)
 class UpOptions:
     workers: int = 1
@@ -123,7 +126,7 @@ class Cluster:
 def plan_services(options: UpOptions, redis_url: str) -> list[tuple[str, str, list[str]]]:
     """(name, address, argv) of every process to start, in start order: backends, workers, scheduler, HTTP front."""
     common = ["--redis-url", redis_url, "--log-format", options.log_format]
-    plan = [(name, f"127.0.0.1:{options.base_port + offset}", [name])
+    plan = [(name, f"{LOOPBACK}:{options.base_port + offset}", [name])
             for offset, name in enumerate(("tokenizer", "predictor", "demand", "planner"), start=1)]
     if options.predictor_model is None:
         plan.pop(1)
@@ -131,18 +134,18 @@ def plan_services(options: UpOptions, redis_url: str) -> list[tuple[str, str, li
         plan[1] = ("predictor", plan[1][1], ["predictor", "--model-dir", str(options.predictor_model)])
     worker_port = options.base_port + 10
     for index in range(options.workers):
-        address = f"127.0.0.1:{worker_port + index}"
+        address = f"{LOOPBACK}:{worker_port + index}"
         plan.append((f"worker-{index}", address, [
             "worker", "--engine", options.engine, "--model", options.model, "--worker-id", f"worker-{index}",
             "--sim-speedup", str(options.sim_speedup), *options.extra_worker_args,
         ]))
     predictor = [f"--predictor-address={address}" for name, address, _ in plan if name == "predictor"]
     demand = next(address for name, address, _ in plan if name == "demand")
-    plan.append(("scheduler", f"127.0.0.1:{options.base_port}", [
+    plan.append(("scheduler", f"{LOOPBACK}:{options.base_port}", [
         "scheduler", "--tokenizer-address", plan[0][1], *predictor, "--demand-address", demand, "--router", options.router,
         "--policy", options.policy,
     ]))
-    plan.append(("http", f"127.0.0.1:{options.http_port}", ["http", "--scheduler-address", plan[-1][1]]))
+    plan.append(("http", f"{LOOPBACK}:{options.http_port}", ["http", "--scheduler-address", plan[-1][1]]))
     return [(name, address, [*argv, "--port", address.rpartition(":")[2], *common]) for name, address, argv in plan]
 
 
@@ -172,12 +175,17 @@ def start_cluster(options: UpOptions, stop: StopSignal | None = None) -> Cluster
     return cluster
 
 
+def planned_ports(options: UpOptions) -> list[tuple[str, int, str]]:
+    """(service, port, the flag that sets it) of every service ``up`` would start, in start order."""
+    return [(name, int(address.rpartition(":")[2]), "--http-port" if name == "http" else "--base-port")
+            for name, address, _ in plan_services(options, redis_url="")]
+
+
 def port_plan_problem(options: UpOptions) -> str | None:
     """What is wrong with the ports ``--base-port``, ``--http-port`` and ``--workers`` give ``up``'s
     services, or None: each must be a port of its own in 1..65535 (``up`` dials each to see it ready)."""
     owners: dict[int, str] = {}
-    for name, address, _ in plan_services(options, redis_url=""):
-        port = int(address.rpartition(":")[2])
+    for name, port, _ in planned_ports(options):
         if not 1 <= port <= 65535:
             if name == "http":
                 return f"--http-port {port}: must be in 1..65535"
@@ -191,13 +199,8 @@ def port_plan_problem(options: UpOptions) -> str | None:
 def refuse_held_ports(options: UpOptions) -> None:
     """Raises ``StartFailed`` naming every port ``up`` would listen on that it cannot, before anything
     starts: most often another ``forethought up`` holds them."""
-    held = []
-    for name, address, _ in plan_services(options, redis_url=""):
-        host, _, port = address.rpartition(":")
-        reason = listen_failure(host, int(port))
-        if reason is not None:
-            flag = "--http-port" if name == "http" else "--base-port"
-            held.append(f"{name}'s port {port} ({flag}): {reason}")
+    held = [f"{name}'s port {port} ({flag}): {reason}" for name, port, flag in planned_ports(options)
+            if (reason := listen_failure(LOOPBACK, port)) is not None]
     if held:
         raise StartFailed(f"cannot listen on {'; '.join(held)}. Another forethought up may be running "
                           f"(forethought status shows it): stop it, or pass other ports")
