@@ -20,6 +20,7 @@ from forethought.predict.length_forecast import (
     MAX_PROMPT_CHARS,
     LengthForecast,
     validate_prompt,
+    validate_prompts,
 )
 
 # prompts, their histories and their served models ("" for the default) -> one forecast each
@@ -57,8 +58,8 @@ class BatchingPredictor:
         Raises:
             InvalidField: a bad prompt or history, at once, before joining a batch.
         """
-        validate_prompt(prompt, field_name, self._max_prompt_chars)
-        return await self._join(prompt, validate_history(history), model)
+        read = validate_prompt(prompt, field_name, self._max_prompt_chars)
+        return await self._join(read, validate_history(history), model)
 
     async def predict_many(
         self, prompts: Sequence[str], histories: Sequence[ConversationHistory] | None = None, model: str = ""
@@ -69,10 +70,9 @@ class BatchingPredictor:
         Raises:
             InvalidField: any bad prompt or history, before any of them joins a batch.
         """
-        for index, prompt in enumerate(prompts):
-            validate_prompt(prompt, f"prompts[{index}]", self._max_prompt_chars)
+        read = validate_prompts(prompts, self._max_prompt_chars)
         paired = validated_histories(histories, len(prompts))
-        return list(await asyncio.gather(*(self._join(prompt, history, model) for prompt, history in zip(prompts, paired))))
+        return list(await asyncio.gather(*(self._join(prompt, history, model) for prompt, history in zip(read, paired))))
 
     async def _join(self, prompt: str, history: ConversationHistory, model: str) -> LengthForecast:
         """Adds a validated prompt to the next batch and waits for its forecast."""

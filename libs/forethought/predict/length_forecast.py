@@ -14,6 +14,10 @@ from typing import Literal
 from forethought.domain import InvalidField
 
 MAX_PROMPT_CHARS = 200_000
+"""What the predictor reads of a prompt: a longer one is read as its first and last halves of this. The
+forecast looks only at a prompt's ends (the backbone its last 512 tokens, the word table its first and last
+2,048 characters), and the length cache and the observation store keep what was read, so one long prompt
+costs no more than this."""
 
 
 @dataclass(frozen=True)
@@ -37,20 +41,21 @@ class LengthForecast:
 
 
 def validate_prompt(prompt: object, field_name: str = "prompt", max_chars: int = MAX_PROMPT_CHARS) -> str:
-    """Return ``prompt`` if it is a non-blank string of at most ``max_chars``, else raise ``InvalidField``."""
+    """``prompt`` as the predictor reads it: the prompt itself, or its first and last halves of ``max_chars``
+    when it is longer. Raises ``InvalidField`` unless it is a non-blank string."""
     if not isinstance(prompt, str):
         raise InvalidField(field_name, "must be a string")
     if not prompt.strip():
         raise InvalidField(field_name, "must not be empty")
     if len(prompt) > max_chars:
-        raise InvalidField(field_name, f"must be at most {max_chars} characters (got {len(prompt)})")
+        head = max_chars // 2
+        return prompt[:head] + prompt[len(prompt) - (max_chars - head):]
     return prompt
 
 
-def validate_prompts(prompts: Sequence[object], max_chars: int = MAX_PROMPT_CHARS, field_name: str = "prompts") -> None:
-    """Raise ``InvalidField`` naming the first bad prompt (``prompts[i]``)."""
-    for index, prompt in enumerate(prompts):
-        validate_prompt(prompt, f"{field_name}[{index}]", max_chars)
+def validate_prompts(prompts: Sequence[object], max_chars: int = MAX_PROMPT_CHARS, field_name: str = "prompts") -> list[str]:
+    """The prompts as the predictor reads them (``validate_prompt``); ``InvalidField`` names the first bad one (``prompts[i]``)."""
+    return [validate_prompt(prompt, f"{field_name}[{index}]", max_chars) for index, prompt in enumerate(prompts)]
 
 
 def validate_length(actual_tokens: object, field_name: str = "actual_tokens") -> int:

@@ -132,11 +132,12 @@ class Predictor:
         prompt for ``SERVED_MODEL``), or one per prompt ("" for ``SERVED_MODEL``).
 
         Raises:
-            InvalidField: a prompt is not a non-empty string of at most ``max_prompt_chars``.
+            InvalidField: a prompt is not a non-blank string (a longer one than ``max_prompt_chars`` is read by
+                its ends: ``validate_prompt``).
             InvalidField: ``histories`` or ``models`` does not pair with ``prompts``, or a history holds a
                 negative length.
         """
-        validate_prompts(prompts, self.max_prompt_chars)
+        prompts = validate_prompts(prompts, self.max_prompt_chars)
         histories = validated_histories(histories, len(prompts))
         served = validated_models(models, len(prompts))
         forecaster = self.handle.current
@@ -156,7 +157,7 @@ class Predictor:
     def observe(self, prompt: str, actual_tokens: int, history: ConversationHistory = NO_HISTORY, model: str = "") -> None:
         """Record a completed request's true output length for its served ``model`` ("" for ``SERVED_MODEL``);
         for a model the head does not know, this calibrates its forecasts."""
-        validate_prompt(prompt, "prompt", self.max_prompt_chars)
+        prompt = validate_prompt(prompt, "prompt", self.max_prompt_chars)
         validate_length(actual_tokens)
         validate_history(history)
         model = model or SERVED_MODEL

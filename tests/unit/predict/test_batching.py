@@ -66,11 +66,18 @@ async def test_each_forward_reports_its_time_and_size_and_a_failed_one_none() ->
 
 async def test_invalid_prompt_fails_alone_before_batching() -> None:
     recording = RecordingBatch()
-    batching = BatchingPredictor(recording, max_prompt_chars=10)
+    batching = BatchingPredictor(recording)
     with pytest.raises(InvalidField) as error:
-        await batching.predict_many(["fine", "x" * 11], [NO_HISTORY] * 2)
+        await batching.predict_many(["fine", " \n"], [NO_HISTORY] * 2)
     assert error.value.field == "prompts[1]"
     assert recording.batches == []
+
+
+async def test_a_prompt_past_the_limit_joins_the_batch_as_its_two_ends() -> None:
+    recording = RecordingBatch()
+    batching = BatchingPredictor(recording, max_prompt_chars=10, max_wait_s=0.01)
+    await asyncio.gather(batching.predict("abcde" + "-" * 30 + "vwxyz"), batching.predict_many(["short", "0123456789ab"]))
+    assert sorted(recording.batches[0]) == ["01234789ab", "abcdevwxyz", "short"]
 
 
 async def test_each_prompt_reaches_the_model_with_its_own_history() -> None:

@@ -124,15 +124,28 @@ def test_reload_while_predicting_concurrently_never_fails(predictor: Predictor, 
     [
         (["ok", ""], "prompts[1]", "must not be empty"),
         (["   \n"], "prompts[0]", "must not be empty"),
-        (["x" * 200_001], "prompts[0]", "must be at most 200000 characters (got 200001)"),
         ([None], "prompts[0]", "must be a string"),
     ],
-    ids=["empty", "blank", "too-long", "not-a-string"],
+    ids=["empty", "blank", "not-a-string"],
 )
 def test_invalid_prompt_names_the_field_and_rule(predictor: Predictor, prompts: list, field: str, rule: str) -> None:
     with pytest.raises(InvalidField) as error:
         predictor.predict(prompts)
     assert (error.value.field, error.value.rule) == (field, rule)
+
+
+def test_a_prompt_past_the_limit_is_forecast_and_observed_as_its_two_ends(tmp_path: Path, quick_artifact: Path) -> None:
+    predictor = Predictor.load(quick_artifact, observations_path=tmp_path / "observations.jsonl", max_prompt_chars=40)
+    opening, middle, ending = "Summarise this report. ", "filler words " * 50, " Answer in one short line."
+    long_prompt = opening + middle + ending
+    ends = long_prompt[:20] + long_prompt[-20:]
+    [forecast] = predictor.predict([long_prompt])
+    [of_the_ends] = predictor.predict([ends])
+    assert forecast.source == "model" and forecast.mean == pytest.approx(of_the_ends.mean)
+    predictor.observe(long_prompt, 33)
+    assert [observation.prompt for observation in predictor.store.snapshot()] == [ends]
+    [again] = predictor.predict([opening + "other words " * 40 + ending])  # the same ends: the same prompt as read
+    assert again.source == "cache" and again.mean == 33.0
 
 
 def test_observe_rejects_a_negative_length(predictor: Predictor) -> None:
