@@ -329,6 +329,44 @@ def test_without_a_predictor_the_scheduler_serves_degraded(start_service):
     assert "predictor unavailable" in front.log() and "degraded" in front.log()
 
 
+def test_a_prompt_the_tokenizer_refuses_names_text_and_one_past_the_predictors_window_is_forecast(
+        start_service, quick_artifact, tmp_path):
+    """A refusal of one prompt is that request's fault: the dependency that refused it is not down, and a
+    prompt longer than the predictor reads is forecast from its ends."""
+    worker(start_service, "w0", "20")
+    tokenizer = start_service("tokenizer")
+    predictor = start_service("predictor", "--model-dir", str(quick_artifact), "--observations-path",
+                              str(tmp_path / "observations.jsonl"), timeout_s=120)
+    too_long = scheduler_pb2.GenerateRequest(model=MODEL, text="x" * (4 * 1024 * 1024 + 1), max_tokens=2)
+    halves = [scheduler_pb2.ChatMessage(role="user", content="x" * (2 * 1024 * 1024)),
+              scheduler_pb2.ChatMessage(role="user", content="y" * (2 * 1024 * 1024 + 1))]  # each under the limit, not both
+    too_long_chat = scheduler_pb2.GenerateRequest(model=MODEL, chat=scheduler_pb2.ChatMessages(messages=halves),
+                                                  max_tokens=2)
+    # 250,000 spaces are about 4,000 tokens: past the predictor's 200,000 characters, within the engine's context
+    long_prompt = scheduler_pb2.GenerateRequest(model=MODEL, text="Summarise this. " + " " * 250_000 + "Answer briefly.",
+                                                max_tokens=3, sampling=common_pb2.SamplingParams(ignore_eos=True))
+    with metered_front_door(start_service, 1, "--tokenizer-address", tokenizer.address, "--predictor-address",
+                            predictor.address, "--predictor-timeout-s", "30") as (front, stub, port):
+        with pytest.raises(grpc.RpcError) as refused:
+            list(stub.Generate(too_long, timeout=60))
+        with pytest.raises(grpc.RpcError) as refused_chat:
+            list(stub.Generate(too_long_chat, timeout=60))
+        replies = list(stub.Generate(long_prompt, timeout=60))
+        degraded = {dependency: metric(port, "forethought_degraded", service="scheduler", dependency=dependency)
+                    for dependency in ("tokenizer", "predictor")}
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    violation = error_details_pb2.BadRequest()
+    assert rich_status_of(refused.value).details[0].Unpack(violation)
+    assert violation.field_violations[0].field == "text"
+    assert violation.field_violations[0].description == "each text must be at most 4194304 characters"
+    assert refused_chat.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert refused_chat.value.details() == "chat.messages: must hold at most 4194304 characters of content in all"
+    assert sum(len(reply.token_ids) for reply in replies) == 3
+    assert replies[0].predicted_output_tokens > 0
+    assert degraded == {"tokenizer": 0.0, "predictor": 0.0}
+    assert "unavailable" not in front.log()
+
+
 def test_a_worker_indexing_blocks_of_another_size_is_named_once_and_still_served(start_service):
     """Prompts hashed in 32-token blocks never match a cache indexed in 16-token ones: placement by load
     alone, which the scheduler must say rather than leave to a hit ratio of zero."""

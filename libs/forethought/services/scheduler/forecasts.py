@@ -3,7 +3,8 @@
 A forecast orders the queue (SSJF, Gittins, LSTF) and weighs ``least_load`` placement by tokens (E2
 prices decode by the mean of finished requests instead: docs/e2.md). Without one the
 request still runs: no address configured, a timeout or an error leaves it without a forecast, the
-DEGRADED gauge says so and one log line marks each change of state. While degraded, only one call per
+DEGRADED gauge says so and one log line marks each change of state. A prompt the predictor refuses
+(``INVALID_ARGUMENT``) goes without a forecast alone: the predictor answered, so it is not down. While degraded, only one call per
 ``probe_interval_s`` tries the predictor, so a hung predictor does not add its timeout to every request.
 """
 
@@ -76,6 +77,11 @@ class ForecastClient:
                 predictor_pb2.PredictRequest(prompts=[prompt.text], histories=[prompt.history()], model=model),
                 timeout=self._timeout_s)
         except grpc.aio.AioRpcError as error:
+            if error.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                # The predictor answered: it refused this request alone, and serves the others.
+                self._record(True)
+                log.warning("the predictor refused a %s prompt (%s): it goes without a forecast", model, error.details())
+                return NO_FORECAST
             self._record(False, f"{error.code().name}: {error.details()}")
             return NO_FORECAST
         self._record(True)

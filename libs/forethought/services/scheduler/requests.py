@@ -13,7 +13,7 @@ from forethought.domain import (
     validate_terms,
 )
 from forethought.rpc import convert
-from forethought.rpc.errors import NotFound, Unavailable
+from forethought.rpc.errors import InvalidArgument, NotFound, Unavailable, invalid_argument_of
 from forethought.scheduling import DependencyHealth
 from forethought.services.scheduler.dependency_reports import record_outcome
 from forethought.services.scheduler.forecasts import ForecastPrompt
@@ -126,6 +126,9 @@ class PromptTokens:
         except grpc.aio.AioRpcError as error:
             if error.code() == grpc.StatusCode.NOT_FOUND:
                 raise NotFound(f"model: {error.details()}") from error
+            if error.code() == grpc.StatusCode.INVALID_ARGUMENT:  # the prompt is at fault, not the tokenizer
+                self._record(True)
+                raise _as_prompt_field(invalid_argument_of(error), which) from error
             self._record(False, f"{error.code().name}: {error.details()}")
             raise Unavailable(f"tokenizer unavailable ({error.code().name}: {error.details()}); retry in "
                               f"{TOKENIZER_RETRY_S:g} s, or send token_ids", TOKENIZER_RETRY_S) from error
@@ -142,6 +145,13 @@ class PromptTokens:
 
     def detokenizer(self, model: str) -> StreamDetokenizer | None:
         return StreamDetokenizer(self._tokenizer, model) if self._tokenizer is not None else None
+
+
+def _as_prompt_field(refusal: InvalidArgument, which: str) -> InvalidArgument:
+    """The tokenizer's refusal of a prompt, naming the front door's field (``texts`` -> ``text``,
+    ``messages`` -> ``chat.messages``)."""
+    field = "text" if which == "text" else f"chat.{refusal.field}" if refusal.field.startswith("messages") else refusal.field
+    return InvalidArgument(field, refusal.rule)
 
 
 class StreamDetokenizer:

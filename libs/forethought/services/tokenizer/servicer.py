@@ -56,6 +56,8 @@ class TokenizerServicer(tokenizer_pb2_grpc.TokenizerServiceServicer):
     ) -> tokenizer_pb2.ApplyChatTemplateResponse:
         tokenizer = self._tokenizer(request.model)
         require(len(request.messages) > 0, "messages", "must be non-empty")
+        require(sum(len(message.content) for message in request.messages) <= MAX_TEXT_CHARS, "messages",
+                f"must hold at most {MAX_TEXT_CHARS} characters of content in all")
         require(all(message.role in ("system", "user", "assistant") for message in request.messages),
                 "messages.role", "must be system, user or assistant")
         messages = [{"role": message.role, "content": message.content} for message in request.messages]
