@@ -14,6 +14,7 @@ import asyncio
 import json
 import sys
 
+from forethought.arguments import input_file, positive_seconds
 from forethought.cache import UP_STATE_FILE
 from forethought.client import AsyncForethoughtClient, ClientError
 from forethought.client.applications import PlayOptions, StepPlayed, run_application_file
@@ -68,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="forethought app", description="Run applications against the mesh (docs/applications.md).")
     commands = parser.add_subparsers(dest="command", required=True)
     play = commands.add_parser("run", help="run one application file against the mesh")
-    play.add_argument("file", help="an application file (.yaml, .yml, .json; examples/applications/, docs/demand.md)")
+    play.add_argument("file", type=input_file, help="an application file (.yaml, .yml, .json; examples/applications/, docs/demand.md)")
     play.add_argument("--model", default="SmolLM2-135M-Instruct", help="the served model every LLM step runs on")
     play.add_argument("--max-tokens", type=int, default=32, help="cap on a step's drawn output length")
     play.add_argument("--max-tool-s", type=float, default=2.0, help="cap on a tool step's drawn duration")
@@ -76,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--seed", type=int, default=0, help="seed of the run's draw")
     play.add_argument("--scheduler", default="", help="scheduler address (default: the one `forethought up` started)")
     play.add_argument("--demand", default="", help="demand service address (default: the one `forethought up` started)")
-    play.add_argument("--timeout", type=float, default=300.0, help="seconds any one call may take")
+    play.add_argument("--timeout", type=positive_seconds, default=300.0, help="seconds any one call may take")
     return parser
 
 

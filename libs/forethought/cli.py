@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from forethought.arguments import input_file, positive_seconds
 from forethought.services import SERVICE_NAMES
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ async def _generate(args: argparse.Namespace) -> int:
     from forethought.domain import SamplingParams, ServiceClass, Usage
 
     chat = None if args.raw else [*([ChatMessage("system", args.system)] if args.system else []), ChatMessage("user", args.text)]
-    root_certs = Path(args.tls_ca).read_bytes() if args.tls_ca else None
+    root_certs = args.tls_ca.read_bytes() if args.tls_ca else None
     async with AsyncForethoughtClient(args.scheduler, timeout_s=args.timeout, token=args.token or None,
                                       root_certs=root_certs) as client:
         tokens, worker_id, forecast = 0, "", 0.0
@@ -268,10 +269,11 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--max-tokens", type=int, default=128, help="the most tokens to generate (default: %(default)s)")
     generate.add_argument("--temperature", type=float, default=0.0, help="0 (default) is greedy; up to 2")
     generate.add_argument("--scheduler", default=DEFAULT_SCHEDULER, help="scheduler address (default: %(default)s)")
-    generate.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the whole answer")
+    generate.add_argument("--timeout", type=positive_seconds, default=120.0, help="seconds to wait for the whole answer")
     generate.add_argument("--token", default=os.environ.get("FORETHOUGHT_TOKEN", ""),
                           help="the tenant's bearer token, for a scheduler with a tenants file [env FORETHOUGHT_TOKEN]")
-    generate.add_argument("--tls-ca", default="", help="PEM root certificates: call the scheduler over TLS (docs/access.md)")
+    generate.add_argument("--tls-ca", type=input_file, default=None,
+                          help="PEM root certificates: call the scheduler over TLS (docs/access.md)")
 
     status = commands.add_parser("status", help="health of every service and worker")
     status.add_argument("--scheduler", default=DEFAULT_SCHEDULER, help="scheduler address (default: %(default)s)")
@@ -286,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--profile", action="append", default=[], metavar="NAME",
                       help="a calibrated cost profile (forethought calibrate), by name or path: the models of its shape "
                            "are simulated with its fitted latency and load time; repeatable")
-    plan.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the planner")
+    plan.add_argument("--timeout", type=positive_seconds, default=600.0, help="seconds to wait for the planner")
 
     commands.add_parser("run", help="plan a multi-LLM job file and run it on the workers (forethought run --help)",
                         add_help=False)

@@ -16,7 +16,10 @@ def read_document(path: str | Path) -> object:
     """The parsed content of ``path`` (``.yaml``, ``.yml`` or ``.json``); InvalidField("path", ...) when it cannot be."""
     path = Path(path)
     require(path.suffix in SUFFIXES, "path", f"{path.name}: must end in .yaml, .yml or .json")
-    text = path.read_text()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise InvalidField("path", f"{path.name}: not UTF-8 text ({error.reason} at byte {error.start})") from error
     try:
         return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as error:

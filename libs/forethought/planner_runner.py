@@ -16,6 +16,7 @@ import sys
 import grpc
 from tqdm import tqdm
 
+from forethought.arguments import positive_seconds
 from forethought.cache import UP_STATE_FILE
 from forethought.client import ClientError
 from forethought.client.jobs import AsyncJobClient, JobProgress
@@ -41,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a calibrated cost profile (forethought calibrate) on the planner's host, by name or "
                              "path: the plan's estimates for the models of its shape; repeatable")
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between progress reads")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for planning")
+    parser.add_argument("--timeout", type=positive_seconds, default=600.0, help="seconds to wait for planning")
     return parser
 
 

@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "libs" / "forethought"
 
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("domain", "config", "cache", "v1"),  # ground: the shared nouns, settings, paths, the wire contract
-    ("engine", "prefix", "queueing", "routing", "workloads", "tokenize", "telemetry", "cluster", "documents", "access"),
+    ("engine", "prefix", "queueing", "routing", "workloads", "tokenize", "telemetry", "cluster", "documents", "arguments", "access"),
     ("costmodel", "scheduling", "models", "predict", "rpc"),
     ("backends", "sim", "demand"),
     ("prewarm", "planner", "appsim"),

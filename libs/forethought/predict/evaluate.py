@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from forethought.arguments import input_file
 from forethought.predict.artifact import Forecaster
 from forethought.predict.buckets import ResidualSpread
 from forethought.predict.castillo import LengthPair, by_model, castillo_splits, load_pairs
@@ -270,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-check", action="store_true", help="near-duplicate length-cache hits on ShareGPT")
     parser.add_argument("--formulations", action="store_true", help="phase-2 head per formulation (Table 2)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="head seeds for --formulations")
-    parser.add_argument("--castillo", type=Path, default=None, help="score on this CASTILLO-format file (.jsonl or .jsonl.gz)")
+    parser.add_argument("--castillo", type=input_file, default=None, help="score on this CASTILLO-format file (.jsonl or .jsonl.gz)")
     parser.add_argument("--split", nargs="*", default=["validate"], help="--castillo rows of these splits (none given: all)")
     parser.add_argument("--json", type=Path, default=None, help="--castillo: also write the table as JSON here")
     parser.add_argument("--embedding-cache", type=Path, default=EMBEDDINGS_DIR, help="--castillo: where text states are cached")

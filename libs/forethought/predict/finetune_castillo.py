@@ -35,6 +35,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from forethought.arguments import input_file
 from forethought.predict.artifact import artifact_config, artifact_problem, float_backbone
 from forethought.predict.castillo import LengthPair, castillo_splits, load_pairs
 from forethought.predict.evaluate import castillo_rows
@@ -277,7 +278,7 @@ def save_backbone(model: ProxyLengthModel, tokenizer: Any, out_dir: Path, record
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--castillo", type=Path, required=True, help="a CASTILLO-format file (train and validate splits)")
+    parser.add_argument("--castillo", type=input_file, required=True, help="a CASTILLO-format file (train and validate splits)")
     parser.add_argument("--out", type=Path, required=True, help="folder for the fine-tuned backbone")
     defaults = FinetuneConfig()
     parser.add_argument("--max-tokens", type=int, default=defaults.max_tokens)

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from forethought.arguments import input_file
 from forethought.cache import CACHE_ROOT, PREDICTOR_DIR
 from forethought.predict.artifact import (
     BackboneSource,
@@ -328,9 +329,9 @@ def main(argv: list[str] | None = None) -> int:
     size.add_argument("--shipped", action="store_true",
                       help="rewrite the predictor the package ships: a head on the packaged MiniLM, frozen (~10 min)")
     parser.add_argument("--formulation", choices=[f.value for f in Formulation], default=None)
-    parser.add_argument("--dataset", type=Path, default=None, help="ShareGPT JSON (default: the packaged one)")
+    parser.add_argument("--dataset", type=input_file, default=None, help="ShareGPT JSON (default: the packaged one)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--castillo", type=Path, default=None,
+    parser.add_argument("--castillo", type=input_file, default=None,
                         help="train the model-aware predictor on this CASTILLO-format file instead (train split; scored on validate)")
     parser.add_argument("--max-tokens", type=int, default=None, help="--castillo: MiniLM tokens read (the prompt's last)")
     parser.add_argument("--int8", action="store_true", help="--castillo: the backbone's Linear layers in dynamic int8 (faster)")

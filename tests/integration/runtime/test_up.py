@@ -226,3 +226,17 @@ def test_generate_with_nothing_at_the_scheduler_address_says_how_to_start_the_me
     assert result.stderr.startswith("\nforethought generate: UNAVAILABLE: ")
     assert result.stderr.endswith(f"nothing listens at {address}: start the mesh with `forethought up` (`forethought "
                                   "status` shows what runs), or name the scheduler with --scheduler\n")
+
+
+@pytest.mark.parametrize(("command", "argument"), [
+    (["forethought.cli", "generate", "hi", "--tls-ca"], "--tls-ca"),
+    (["forethought.cli", "app", "run"], "file"),
+    (["forethought.cli", "train-predictor", "--castillo"], "--castillo"),
+    (["forethought.predict.evaluate", "--castillo"], "--castillo"),
+], ids=["generate --tls-ca", "app run", "train-predictor --castillo", "evaluate --castillo"])
+def test_a_missing_input_file_is_named_in_one_line_before_any_work(tmp_path: Path, command: list[str], argument: str):
+    missing = str(tmp_path / "missing.yaml")
+    result = subprocess.run([sys.executable, "-m", *command, missing], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1].endswith(f"error: argument {argument}: {missing}: no such file")
+    assert "Traceback" not in result.stderr

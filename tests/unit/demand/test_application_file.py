@@ -197,6 +197,13 @@ def test_an_unknown_suffix_is_refused(tmp_path: Path) -> None:
         load_application(path)
 
 
+def test_a_file_that_is_not_text_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "app.yaml"
+    path.write_bytes(b"units:\n  - \xff\xfe\x00")
+    with pytest.raises(InvalidField, match=r"^path: app.yaml: not UTF-8 text \(invalid start byte at byte 11\)$"):
+        load_application(path)
+
+
 @pytest.mark.parametrize(("name", "content"), [("app.json", "{units: 1"), ("app.yaml", "units: [a, b")])
 def test_a_file_that_does_not_parse_is_named(tmp_path: Path, name: str, content: str) -> None:
     path = tmp_path / name
