@@ -176,6 +176,12 @@ def test_the_front_doors_own_refusals_share_the_error_shape(sim_mesh: Mesh):
     status, _, body = http_json("POST", f"{sim_mesh.base_url}/chat/completions",
                                 {"model": MODEL, "messages": [{"role": "robot", "content": "hi"}]})
     assert status == 400 and body["error"]["param"] == "messages[0].role"
+    # JSON's escapes can spell half a UTF-16 pair, which no protobuf string takes (this was a 500)
+    status, _, body = http_json("POST", f"{sim_mesh.base_url}/chat/completions",
+                                {"model": MODEL, "messages": [{"role": "user", "content": "hi \ud800"}]})
+    assert status == 400 and body["error"]["param"] == "messages[0].content"
+    assert body["error"]["message"] == ("messages[0].content: must be Unicode text: it holds a lone surrogate (\\ud800) "
+                                        "at character 3")
     status, _, body = http_json("GET", f"{sim_mesh.base_url}/nowhere")
     assert status == 404 and body["error"]["type"] == "not_found_error"
 

@@ -9,7 +9,7 @@ import grpc
 import pytest
 from forethought.domain import InvalidField
 from forethought.services.http.openai_errors import http_error
-from forethought.services.http.openai_requests import chat_request, completion_request, deadline_of
+from forethought.services.http.openai_requests import chat_request, completion_request, deadline_of, require_unicode_text
 from forethought.services.http.openai_responses import Answer, Route, Said, answer_json, chunk_json, sse, usage_chunk_json
 from forethought.v1 import common_pb2, scheduler_pb2
 
@@ -121,6 +121,22 @@ def test_a_broken_field_names_its_openai_parameter(body, field):
     with pytest.raises(InvalidField) as refused:
         completion(body)
     assert refused.value.field == field
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ('{"prompt": "ok \\ud800"}', "prompt"),
+    ('{"messages": [{"content": "a"}, {"content": "b\\udfff"}]}', "messages[1].content"),
+    ('{"stop": ["a", "\\ud83d"]}', "stop[1]"),
+    ('{"\\ud800": 1}', "body (a key)"),
+])
+def test_a_lone_surrogate_is_refused_naming_its_string(body, field):
+    with pytest.raises(InvalidField) as refused:
+        require_unicode_text(json.loads(body))
+    assert refused.value.field == field and "lone surrogate" in refused.value.rule
+
+
+def test_a_surrogate_pair_is_unicode_text():
+    require_unicode_text(json.loads('{"prompt": "\\ud83d\\ude00 and text", "stop": ["x"]}'))  # an emoji: no refusal
 
 
 def test_vllms_top_k_off_is_this_contracts_zero():

@@ -30,7 +30,12 @@ from forethought.domain import InvalidField
 from forethought.rpc.access import AUTHORIZATION_KEY
 from forethought.rpc.channels import ChannelTls, check_health, open_channel
 from forethought.services.http.openai_errors import HttpError, error_json, http_error, http_error_of
-from forethought.services.http.openai_requests import GatewayRequest, chat_request, completion_request
+from forethought.services.http.openai_requests import (
+    GatewayRequest,
+    chat_request,
+    completion_request,
+    require_unicode_text,
+)
 from forethought.services.http.openai_responses import (
     DONE,
     Answer,
@@ -91,6 +96,7 @@ def build_app(scheduler_address: str, request_timeout_s: float, default_max_toke
             return error_response(http_error(grpc.StatusCode.INVALID_ARGUMENT, "body: must be a JSON object", "body"))
         request_id = ("chatcmpl-" if route is Route.CHAT else "cmpl-") + uuid.uuid4().hex
         try:
+            require_unicode_text(body)
             gateway_request = parse(body, request.headers, request_id, default_max_tokens)
         except InvalidField as error:
             return error_response(http_error(grpc.StatusCode.INVALID_ARGUMENT, str(error), error.field))

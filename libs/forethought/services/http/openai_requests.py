@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -45,6 +46,26 @@ UNSUPPORTED: dict[str, tuple[Any, ...]] = {
     "best_of": (None, 1), "logit_bias": (None, {}), "tools": (None, []), "functions": (None, []),
 }
 """OpenAI features the mesh does not offer, with the values that ask for nothing (accepted as sent)."""
+
+
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def require_unicode_text(value: object, field: str = "") -> None:
+    """JSON's ``\\u`` escapes can spell half of a UTF-16 pair alone (``"\\ud800"``), which no UTF-8 text holds
+    and no protobuf string takes: ``InvalidField`` names the first string of the body (or key) with one."""
+    if isinstance(value, str):
+        found = LONE_SURROGATE.search(value)
+        if found is not None:
+            raise InvalidField(field or "body", f"must be Unicode text: it holds a lone surrogate (\\u{ord(found[0]):04x}) "
+                                                f"at character {found.start()}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            require_unicode_text(key, f"{field} (a key)" if field else "body (a key)")
+            require_unicode_text(item, f"{field}.{key}" if field else key)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            require_unicode_text(item, f"{field}[{index}]")
 
 
 @dataclass(frozen=True)
