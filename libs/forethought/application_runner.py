@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 
 from forethought.arguments import input_file, positive_seconds
-from forethought.cache import UP_STATE_FILE
+from forethought.cache import started_services
 from forethought.client import AsyncForethoughtClient, ClientError
 from forethought.client.applications import PlayOptions, StepPlayed, run_application_file
 from forethought.client.results import ApplicationRun
@@ -27,7 +26,7 @@ DEFAULT_ADDRESSES = {"scheduler": "127.0.0.1:50051", "demand": "127.0.0.1:50054"
 
 def addresses(args: argparse.Namespace) -> dict[str, str]:
     """The scheduler's and demand service's addresses: flags, else what `forethought up` started."""
-    started = json.loads(UP_STATE_FILE.read_text())["services"] if UP_STATE_FILE.exists() else {}
+    started = started_services()
     return {name: getattr(args, name) or started.get(name, default) for name, default in DEFAULT_ADDRESSES.items()}
 
 

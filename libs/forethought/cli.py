@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 from pathlib import Path
@@ -56,13 +55,15 @@ def _up(args: argparse.Namespace) -> int:
 
 async def _generate(args: argparse.Namespace) -> int:
     """A chat turn through the model's chat template, or with ``--raw`` the text as a plain completion."""
+    from forethought.cache import started_services
     from forethought.client import AsyncForethoughtClient, ChatMessage, ClientError
     from forethought.cluster.ports import accepts_connections
     from forethought.domain import SamplingParams, ServiceClass, Usage
 
+    scheduler = args.scheduler or started_services().get("scheduler", DEFAULT_SCHEDULER)
     chat = None if args.raw else [*([ChatMessage("system", args.system)] if args.system else []), ChatMessage("user", args.text)]
     root_certs = args.tls_ca.read_bytes() if args.tls_ca else None
-    async with AsyncForethoughtClient(args.scheduler, timeout_s=args.timeout, token=args.token or None,
+    async with AsyncForethoughtClient(scheduler, timeout_s=args.timeout, token=args.token or None,
                                       root_certs=root_certs) as client:
         tokens, worker_id, forecast = 0, "", 0.0
         try:
@@ -79,8 +80,8 @@ async def _generate(args: argparse.Namespace) -> int:
                     print("\n" + generation_footer(tokens, usage, forecast, worker_id, engine, chunk.finish_reason.name))
         except ClientError as error:
             print(f"\nforethought generate: {error.code.name}: {error.message}", file=sys.stderr)
-            if error.code is grpc.StatusCode.UNAVAILABLE and not tokens and not accepts_connections(args.scheduler):
-                print(f"nothing listens at {args.scheduler}: start the mesh with `forethought up` (`forethought status` "
+            if error.code is grpc.StatusCode.UNAVAILABLE and not tokens and not accepts_connections(scheduler):
+                print(f"nothing listens at {scheduler}: start the mesh with `forethought up` (`forethought status` "
                       "shows what runs), or name the scheduler with --scheduler", file=sys.stderr)
             return 1
     return 0
@@ -110,12 +111,12 @@ def generation_footer(tokens: int, usage: Usage, forecast: float, worker_id: str
 
 
 async def _status(args: argparse.Namespace) -> int:
-    from forethought.cache import UP_STATE_FILE
+    from forethought.cache import started_services
     from forethought.rpc.channels import check_health, open_channel
     from forethought.services.http.readiness import check_ready
     from forethought.v1 import scheduler_pb2, scheduler_pb2_grpc
 
-    services = json.loads(UP_STATE_FILE.read_text())["services"] if UP_STATE_FILE.exists() else {"scheduler": args.scheduler}
+    services = {"scheduler": args.scheduler} if args.scheduler else started_services() or {"scheduler": DEFAULT_SCHEDULER}
     print(f"{'service':<12} {'address':<18} health")
     for name, address in services.items():
         if name == "http":
@@ -123,7 +124,7 @@ async def _status(args: argparse.Namespace) -> int:
             continue
         async with open_channel(address) as channel:
             print(f"{name:<12} {address:<18} {await check_health(channel)}")
-    async with open_channel(services.get("scheduler", args.scheduler)) as channel:
+    async with open_channel(services.get("scheduler", DEFAULT_SCHEDULER)) as channel:
         try:
             reply = await scheduler_pb2_grpc.SchedulerServiceStub(channel).ListWorkers(scheduler_pb2.ListWorkersRequest(), timeout=5)
         except grpc.aio.AioRpcError as error:
@@ -188,14 +189,11 @@ def _plan_locally(job_file: JobFile, args: argparse.Namespace) -> planner_pb2.Pl
 
 
 async def _plan_remotely(job_file: JobFile, args: argparse.Namespace) -> planner_pb2.PlanResponse:
-    from forethought.cache import UP_STATE_FILE
+    from forethought.cache import started_services
     from forethought.rpc.channels import open_channel
     from forethought.v1 import planner_pb2_grpc
 
-    address = args.planner
-    if address is None:
-        services = json.loads(UP_STATE_FILE.read_text())["services"] if UP_STATE_FILE.exists() else {}
-        address = services.get("planner", DEFAULT_PLANNER)
+    address = args.planner or started_services().get("planner", DEFAULT_PLANNER)
     async with open_channel(address) as channel:
         return await planner_pb2_grpc.PlannerServiceStub(channel).Plan(_plan_request(job_file, args), timeout=args.timeout)
 
@@ -268,7 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--model", default="SmolLM2-135M-Instruct", help="the model to answer (default: %(default)s)")
     generate.add_argument("--max-tokens", type=int, default=128, help="the most tokens to generate (default: %(default)s)")
     generate.add_argument("--temperature", type=float, default=0.0, help="0 (default) is greedy; up to 2")
-    generate.add_argument("--scheduler", default=DEFAULT_SCHEDULER, help="scheduler address (default: %(default)s)")
+    generate.add_argument("--scheduler", default=None,
+                          help=f"scheduler address (default: the one `forethought up` started, else {DEFAULT_SCHEDULER})")
     generate.add_argument("--timeout", type=positive_seconds, default=120.0, help="seconds to wait for the whole answer")
     generate.add_argument("--token", default=os.environ.get("FORETHOUGHT_TOKEN", ""),
                           help="the tenant's bearer token, for a scheduler with a tenants file [env FORETHOUGHT_TOKEN]")
@@ -276,7 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="PEM root certificates: call the scheduler over TLS (docs/access.md)")
 
     status = commands.add_parser("status", help="health of every service and worker")
-    status.add_argument("--scheduler", default=DEFAULT_SCHEDULER, help="scheduler address (default: %(default)s)")
+    status.add_argument("--scheduler", default=None,
+                        help=f"show this scheduler and its workers only (default: every service `forethought up` started, "
+                             f"else {DEFAULT_SCHEDULER})")
 
     plan = commands.add_parser("plan", help="plan a multi-LLM job file (SamuLLM) and print its stages")
     plan.add_argument("job", help="a job file (.yaml, .yml or .json; examples/jobs/, docs/planner.md)")

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 
 import grpc
 from tqdm import tqdm
 
 from forethought.arguments import positive_seconds
-from forethought.cache import UP_STATE_FILE
+from forethought.cache import started_services
 from forethought.client import ClientError
 from forethought.client.jobs import AsyncJobClient, JobProgress
 from forethought.domain import InvalidField
@@ -49,8 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 def planner_address(flag: str | None) -> str:
     if flag:
         return flag
-    services = json.loads(UP_STATE_FILE.read_text())["services"] if UP_STATE_FILE.exists() else {}
-    return str(services.get("planner", DEFAULT_PLANNER))
+    return started_services().get("planner", DEFAULT_PLANNER)
 
 
 def read_job_file(path: str, command: str) -> JobFile | None:

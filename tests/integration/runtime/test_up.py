@@ -66,6 +66,9 @@ def test_up_generate_status_and_ctrl_c_leaves_no_process(tmp_path: Path):
         assert generated.returncode == 0, generated.stderr
         assert "[8 tokens;" in generated.stdout
         assert "not text" in generated.stdout  # the sim engine says its tokens are no answer
+        found = subprocess.run([sys.executable, "-m", "forethought.cli", "generate", "Hi", "--max-tokens", "3"],
+                               capture_output=True, text=True, timeout=120, env=env)
+        assert found.returncode == 0 and "[3 tokens;" in found.stdout, found.stderr  # at the address up recorded
         status = subprocess.run([sys.executable, "-m", "forethought.cli", "status"], capture_output=True, text=True, timeout=60, env=env)
         assert status.returncode == 0, status.stdout + status.stderr
         assert status.stdout.count("SERVING") >= 7
