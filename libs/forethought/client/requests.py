@@ -43,6 +43,19 @@ def generate_request(*, model: str, max_tokens: int, prompt: str | None = None, 
     rather than refuse it. The scheduler checks the rest of the rules and names the field it refuses."""
     given = [name for name, value in (("prompt", prompt), ("token_ids", token_ids), ("chat", chat)) if value is not None]
     require(len(given) == 1, "prompt", f"give exactly one of prompt, token_ids or chat (got {', '.join(given) or 'none'})")
+    require(isinstance(model, str), "model", "must be a str")
+    require(_is_int(max_tokens), "max_tokens", "must be an int")
+    require(prompt is None or isinstance(prompt, str), "prompt", "must be a str (token ids go in token_ids, a chat in chat)")
+    if token_ids is not None:
+        require(not isinstance(token_ids, str | bytes), "token_ids", "must be a sequence of int token ids")
+        token_ids = list(token_ids)
+        require(all(_is_int(token) and INT32_MIN <= token <= INT32_MAX for token in token_ids),
+                "token_ids", "must be a sequence of int token ids")
+    if chat is not None:
+        require(not isinstance(chat, str | bytes), "chat", "must be a sequence of ChatMessage or (role, content) pairs of str")
+        chat = list(chat)
+        require(all(_is_message(message) for message in chat),
+                "chat", "must be a sequence of ChatMessage or (role, content) pairs of str")
     request = scheduler_pb2.GenerateRequest(
         request_id=request_id, model=model, max_tokens=max_tokens, return_text=return_text,
         application_id=application_id, step=step, execution=execution, fit_max_tokens=fit_max_tokens,
@@ -64,6 +77,20 @@ def generate_request(*, model: str, max_tokens: int, prompt: str | None = None, 
     if deadline is not None:
         request.deadline.CopyFrom(deadline_timestamp(deadline))
     return request
+
+
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+"""What the contract's token id field holds; the scheduler refuses ids outside the model's vocabulary."""
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_message(message: object) -> bool:
+    if isinstance(message, ChatMessage):
+        return isinstance(message.role, str) and isinstance(message.content, str)
+    return isinstance(message, tuple) and len(message) == 2 and all(isinstance(part, str) for part in message)
 
 
 def deadline_timestamp(deadline: datetime | float) -> timestamp_pb2.Timestamp:

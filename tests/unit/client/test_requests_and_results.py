@@ -78,6 +78,29 @@ def test_exactly_one_prompt_form(prompts):
     assert refused.value.field == "prompt"
 
 
+@pytest.mark.parametrize(("arguments", "field"), [
+    ({"prompt": [1, 2]}, "prompt"),
+    ({"token_ids": "1 2"}, "token_ids"),
+    ({"token_ids": [1, "2"]}, "token_ids"),
+    ({"token_ids": [1 << 40]}, "token_ids"),
+    ({"chat": "hello"}, "chat"),
+    ({"chat": [("user",)]}, "chat"),
+    ({"chat": [("user", 5)]}, "chat"),
+    ({"prompt": "hi", "max_tokens": "3"}, "max_tokens"),
+], ids=["prompt-ids", "ids-text", "id-text", "id-past-int32", "chat-text", "chat-single", "chat-content", "max-tokens-text"])
+def test_an_argument_of_the_wrong_type_is_refused_naming_it(arguments: dict, field: str):
+    with pytest.raises(InvalidField) as refused:
+        generate_request(model="m", **{"max_tokens": 4, **arguments})
+    assert refused.value.field == field
+
+
+def test_token_ids_and_a_chat_may_be_any_iterable_read_once():
+    request = generate_request(model="m", max_tokens=4, token_ids=(token for token in (7, 8, 9)))
+    assert list(request.token_ids.ids) == [7, 8, 9]
+    chat = generate_request(model="m", max_tokens=4, chat=iter([("user", "hi")]))
+    assert [(message.role, message.content) for message in chat.chat.messages] == [("user", "hi")]
+
+
 def test_a_naive_datetime_deadline_is_refused():
     with pytest.raises(InvalidField) as refused:
         generate_request(model="m", max_tokens=1, prompt="a", deadline=datetime(2030, 1, 1))
