@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from forethought.domain import InvalidField, require
-from forethought.planner.plans import DevicePool, ModelNode, valid_plans
+from forethought.planner.plans import MAX_DEVICES, DevicePool, ModelNode, valid_plans
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def validate_job(job: Job) -> None:
     """Raises InvalidField(field, rule) for the first rule ``job`` breaks."""
     require(len(job.models) > 0, "models", "must hold at least one model")
     require(len(job.requests) > 0, "requests", "must hold at least one request")
-    require(job.devices.count > 0, "devices.count", "must be positive")
+    require(0 < job.devices.count <= MAX_DEVICES, "devices.count", f"must be in 1..{MAX_DEVICES} (the devices of one node)")
     require(len(job.model_by_name) == len(job.models), "models", "names must be unique")
     require(len(job.request_by_id) == len(job.requests), "requests", "request ids must be unique")
     _validate_models(job)

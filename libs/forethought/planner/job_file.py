@@ -157,7 +157,6 @@ def _devices(value: object) -> tuple[str, DevicePool]:
     hardware = text(data.get("hardware"), "devices.hardware")
     require(hardware in HARDWARE, "devices.hardware", f"must be one of {', '.join(HARDWARE)}")
     count = integer(data.get("count"), "devices.count")
-    require(count > 0, "devices.count", "must be positive")
     efficiency = number(data.get("tp_efficiency", 0.85), "devices.tp_efficiency")
     require(0 < efficiency <= 1, "devices.tp_efficiency", "must be in (0, 1]")
     return hardware, DevicePool(HARDWARE[hardware], count, efficiency)

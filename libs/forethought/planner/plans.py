@@ -41,6 +41,12 @@ class ModelNode:
         return self.spec.weight_bytes + self.spec.kv_bytes_per_token * self.max_seq_len
 
 
+MAX_DEVICES = 72
+"""The most devices of one node a job may plan for: a rack-scale NVLink domain (72 GPUs) is the largest
+node vLLM's tensor parallelism spans; planning 72 takes under a minute, and the search grows with the count
+(100 million devices held 8 GB within a minute)."""
+
+
 @dataclass(frozen=True)
 class DevicePool:
     """The devices of one node: ``count`` identical accelerators of ``hardware`` (one device each).

@@ -180,7 +180,7 @@ def test_forethought_plan_names_the_field_of_a_broken_file(repo, tmp_path):
     job.write_text((repo / JOB).read_text().replace("count: 4", "count: 0"))
     result = forethought_plan(repo, str(job), "--local")
     assert result.returncode == 2
-    assert "devices.count: must be positive" in result.stderr
+    assert "devices.count: must be in 1..72 (the devices of one node)" in result.stderr
 
 
 def test_castillo_models_come_from_the_data_directory(start_service, stub, repo, tmp_path):

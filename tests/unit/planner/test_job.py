@@ -51,7 +51,8 @@ def test_the_model_order_is_topological_with_ties_in_the_jobs_order() -> None:
 BROKEN = [
     pytest.param({"models": ()}, "models", "at least one model", id="no-models"),
     pytest.param({"requests": ()}, "requests", "at least one request", id="no-requests"),
-    pytest.param({"devices": make_pool(0)}, "devices.count", "positive", id="no-devices"),
+    pytest.param({"devices": make_pool(0)}, "devices.count", "must be in 1..72", id="no-devices"),
+    pytest.param({"devices": make_pool(10**8)}, "devices.count", "the devices of one node", id="devices-past-a-node"),
     pytest.param({"edges": (("a", "b"), ("b", "a"))}, "edges", "cycle", id="cycle"),
     pytest.param({"edges": (("a", "z"),)}, "edges", "does not hold", id="unknown-edge-model"),
     pytest.param({"edges": ()}, "requests[1].inputs", "no edge a -> b", id="input-without-edge"),

@@ -121,6 +121,7 @@ BROKEN = [
     ("unknown top-level key", with_change("devices_count", 4), "job.devices_count"),
     ("unknown hardware", with_change("devices.hardware", "TPU"), "devices.hardware"),
     ("no devices", with_change("devices.count", 0), "devices.count"),
+    ("more devices than a node holds", with_change("devices.count", 73), "devices.count"),
     ("no models", with_change("models", []), "models"),
     ("unknown spec", with_change("models.0.spec", "GPT-5"), "models[0].spec"),
     ("spec and shape", with_change("models.0.shape", {"params": 1}), "models[0]"),
