@@ -172,9 +172,10 @@ def test_a_seed_starts_the_fresh_head_the_same_whatever_drew_before(castillo_fil
     (["--rank-weight", "-0.5"], "--rank-weight must be 0 or more, got -0.5"),
 ])
 def test_layer_flags_out_of_range_are_refused_naming_the_flag(flags: list[str], message: str, tmp_path: Path,
+                                                              unread_castillo_file: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as refused:
-        finetune_main(["--castillo", str(tmp_path / "pairs.jsonl.gz"), "--out", str(tmp_path / "out"), *flags])
+        finetune_main(["--castillo", str(unread_castillo_file), "--out", str(tmp_path / "out"), *flags])
     assert refused.value.code == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

@@ -174,21 +174,22 @@ def test_the_word_table_reads_what_the_backbone_window_misses(tmp_path: Path, wo
 
 @pytest.mark.parametrize("flag", ["--word-buckets", "--rank-weight"])
 def test_a_negative_word_table_size_or_rank_weight_is_refused_naming_the_flag(
-        flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        flag: str, tmp_path: Path, unread_castillo_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from forethought.predict.train import main
 
     with pytest.raises(SystemExit) as refused:
-        main(["--castillo", str(tmp_path / "pairs.jsonl.gz"), flag, "-1", "--out", str(tmp_path / "model")])
+        main(["--castillo", str(unread_castillo_file), flag, "-1", "--out", str(tmp_path / "model")])
     assert refused.value.code == 2
     assert f"{flag} must be 0 or more, got -1" in capsys.readouterr().err
     assert not (tmp_path / "model").exists()
 
 
-def test_onnx_runtime_without_an_int8_backbone_is_refused_naming_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_onnx_runtime_without_an_int8_backbone_is_refused_naming_the_flag(tmp_path: Path, unread_castillo_file: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     from forethought.predict.train import main
 
     with pytest.raises(SystemExit) as refused:
-        main(["--castillo", str(tmp_path / "pairs.jsonl.gz"), "--encoder-runtime", "onnxruntime", "--out", str(tmp_path / "model")])
+        main(["--castillo", str(unread_castillo_file), "--encoder-runtime", "onnxruntime", "--out", str(tmp_path / "model")])
     assert refused.value.code == 2
     assert "--encoder-runtime onnxruntime runs an int8 backbone: add --int8" in capsys.readouterr().err
     assert not (tmp_path / "model").exists()
