@@ -238,20 +238,36 @@ async def serve(spec: ServiceSpec, settings: ServiceSettings) -> int:
                               settings.metrics_port) from error
         log.info("metrics on http://%s:%d/metrics", settings.host, metrics_port)
     stop = asyncio.Event()
+    starting = asyncio.current_task()  # None once serving: a signal then drains instead of ending the start
     loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        # A start may wait long (for its Redis, for a model to load): a signal then ends the start itself.
+        if starting is not None and not stop.is_set():
+            starting.cancel()
+        stop.set()
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, on_signal)
     failures: list[str] = []
 
     def failed(reason: str) -> None:
         failures.append(reason)
         stop.set()
 
-    async with (spec.running(settings) if spec.running else running_service(spec, settings, on_failure=failed)) as address:
-        log.info("%s serving on %s", name, address)
-        print(f"{READY_MARKER} {name} {address}", flush=True)
-        await stop.wait()
-        log.info("%s stopping: draining in-flight calls for up to %.1f s", name, settings.grace_s)
+    try:
+        async with (spec.running(settings) if spec.running else running_service(spec, settings, on_failure=failed)) as address:
+            starting = None
+            log.info("%s serving on %s", name, address)
+            print(f"{READY_MARKER} {name} {address}", flush=True)
+            await stop.wait()
+            log.info("%s stopping: draining in-flight calls for up to %.1f s", name, settings.grace_s)
+    except asyncio.CancelledError:
+        if starting is None or not stop.is_set():
+            raise
+        starting.uncancel()
+        log.info("%s stopped before it was serving", name)
+        return 0
     log.info("%s stopped%s", name, f" ({failures[0]}): exit status 1" if failures else "")
     return 1 if failures else 0
 

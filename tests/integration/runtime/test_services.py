@@ -167,3 +167,45 @@ def test_a_port_another_process_holds_stops_the_service_in_one_line(service, set
         f"forethought {service}: cannot start: invalid setting {flag} / FORETHOUGHT_{setting.upper()} = {port}: must be a "
         "port this process can listen on at 127.0.0.1, and it cannot: Address already in use\n")
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("service", [("scheduler",), ("demand",), ("worker", *FAST_SIM)], ids=["scheduler", "demand", "worker"])
+def test_a_service_started_before_its_redis_waits_not_serving_then_serves(service, tmp_path, wait_serving):
+    """Containers come up in any order: a service whose Redis is not there yet waits for it, saying so, where
+    it used to exit with a traceback; a stop signal ends the wait."""
+    import subprocess
+    import sys
+
+    from forethought.cluster.ports import free_port
+    from forethought.cluster.redis_server import start_redis
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from tests.integration.live_mesh import wait_until
+
+    redis_port, port, log = free_port(), free_port(), tmp_path / "service.log"
+    command = [sys.executable, "-m", "forethought.cli", "serve", *service, "--port", str(port),
+               "--redis-url", f"redis://127.0.0.1:{redis_port}/0"]
+    waiting = f"waiting for Redis at 127.0.0.1:{redis_port}/0"
+    with log.open("wb") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+    redis = None
+    try:
+        wait_until(lambda: waiting in log.read_text(), "the service says it waits for its Redis")
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
+        assert health.status == health_pb2.HealthCheckResponse.NOT_SERVING
+        redis = start_redis(redis_port)
+        assert wait_serving(f"127.0.0.1:{port}", 60, process), log.read_text()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+        if redis is not None:
+            redis.stop()
+    assert "Traceback" not in log.read_text()
+    # Stopped while it waits: at once, exit status 0.
+    with log.open("wb") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+    wait_until(lambda: waiting in log.read_text(), "the service says it waits for its Redis")
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=10) == 0
+    assert "stopped before it was serving" in log.read_text()

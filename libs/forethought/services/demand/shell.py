@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from forethought.cluster.redis_client import connect_redis
+from forethought.cluster.redis_client import connect_redis, wait_for_redis
 from forethought.cluster.registry import WorkerRegistry
 from forethought.config import ConfigError, ServiceSettings, option
 from forethought.costmodel import PROFILES, profile_names
@@ -93,7 +93,7 @@ class DemandShell:
         demand_pb2_grpc.add_DemandServiceServicer_to_server(self._servicer, server)
 
     async def start(self, address: str) -> None:
-        await self._redis.ping()
+        await wait_for_redis(self._redis, self._settings.redis_url)
         self._tasks = [asyncio.create_task(self._read_registry(), name="registry-reader")]
         log.info("demand: cost profile %s, %d walks, K %.2f", self._settings.cost_profile, self._settings.walks,
                  self._settings.prewarm_knob)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import grpc
 
 from forethought.access import QuotaLedger, TenantBook, tenants_of
-from forethought.cluster.redis_client import connect_redis
+from forethought.cluster.redis_client import connect_redis, wait_for_redis
 from forethought.cluster.registry import WorkerRecord, WorkerRegistry, with_recent_heartbeats
 from forethought.config import ConfigError, ServiceSettings, option
 from forethought.documents import read_document
@@ -194,6 +194,7 @@ class SchedulerShell:
 
     async def start(self, address: str) -> None:
         assert self.placement is not None  # NOTE: register() runs before start()
+        await wait_for_redis(self._redis, self._settings.redis_url)
         await self._refresh_workers()
         self._tasks = [
             asyncio.create_task(self.placement.run(), name="placement-loop"),

@@ -21,7 +21,7 @@ import grpc
 from prometheus_client import Counter
 
 from forethought.backends.protocol import EngineBackend
-from forethought.cluster.redis_client import connect_redis
+from forethought.cluster.redis_client import connect_redis, wait_for_redis
 from forethought.cluster.registry import WorkerRecord, WorkerRegistry
 from forethought.config import ConfigError, ServiceSettings, option
 from forethought.costmodel import profile_names
@@ -184,6 +184,7 @@ class WorkerShell:
         self._address = self._settings.advertise_address or address
         self._worker_id = self._worker_id or f"{socket.gethostname()}-{address.rpartition(':')[2]}-{os.getpid()}"
         self._servicer.worker_id = self._worker_id
+        await wait_for_redis(self._redis, self._settings.redis_url)
         await self._refuse_a_live_namesake()
         load_s = await self._agent.lifecycle.load(self._settings.model)
         # Subscribe before the first request so no cache event is missed.
