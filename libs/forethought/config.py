@@ -19,6 +19,8 @@ from redis.asyncio.connection import parse_url
 ENV_PREFIX = "FORETHOUGHT_"
 EXPORTERS = ("none", "console", "otlp")
 LOG_FORMATS = ("text", "json")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+"""Python's level names, in any case."""
 
 
 class MissingPrerequisite(RuntimeError):
@@ -53,7 +55,7 @@ class ServiceSettings:
     otel_exporter: str = option("none", f"trace exporter: one of {', '.join(EXPORTERS)}")
     otel_endpoint: str = option("", "OTLP collector address (host:port) when the exporter is otlp")
     log_format: str = option("text", f"log format: one of {', '.join(LOG_FORMATS)}")
-    log_level: str = option("INFO", "logging level name")
+    log_level: str = option("INFO", f"logging level: one of {', '.join(LOG_LEVELS)} (any case)")
     grace_s: float = option(10.0, "seconds in-flight calls may take to finish on shutdown")
     tls_cert: str = option("", "PEM certificate chain this service serves TLS with (with --tls-key); empty = plaintext")
     tls_key: str = option("", "PEM private key of --tls-cert")
@@ -76,6 +78,8 @@ class ServiceSettings:
             raise ConfigError("otel_endpoint", "is required when otel_exporter is otlp", "")
         if self.log_format not in LOG_FORMATS:
             raise ConfigError("log_format", f"must be one of {LOG_FORMATS}", self.log_format)
+        if self.log_level.upper() not in LOG_LEVELS:
+            raise ConfigError("log_level", f"must be one of {LOG_LEVELS}", self.log_level)
         if self.grace_s < 0:
             raise ConfigError("grace_s", "must be >= 0", self.grace_s)
         if bool(self.tls_cert) != bool(self.tls_key):
@@ -137,9 +141,12 @@ def _convert(name: str, kind: Any, raw: object) -> Any:
         raise ConfigError(name, "must be true or false", raw)
     if kind in (int, float):
         try:
-            return kind(raw)
+            value = kind(raw)
         except ValueError:
             raise ConfigError(name, f"must be {'an integer' if kind is int else 'a number'}", raw) from None
+        if value != value:  # NaN passes every range check (each comparison is False): no setting means it
+            raise ConfigError(name, "must be a number", raw)
+        return value
     if kind == tuple[str, ...]:
         return tuple(part.strip() for part in str(raw).split(",") if part.strip())
     return str(raw)

@@ -59,8 +59,11 @@ def test_booleans_parse_from_flags_and_environment():
          "--redis-url / FORETHOUGHT_REDIS_URL = 'redis://127.0.0.1:6379/0?socket_timeout=abc': must be a URL redis-py "
          "reads: Invalid value for 'socket_timeout' in connection URL."),
         (["--grace-s", "-1"], "--grace-s / FORETHOUGHT_GRACE_S = -1.0: must be >= 0"),
+        (["--grace-s", "nan"], "--grace-s / FORETHOUGHT_GRACE_S = 'nan': must be a number"),
+        (["--log-level", "LOUD"], "--log-level / FORETHOUGHT_LOG_LEVEL = 'LOUD': must be one of ('DEBUG', 'INFO', "),
     ],
-    ids=["port-range", "port-type", "exporter", "otlp-endpoint", "redis-url", "redis-url-option", "grace"],
+    ids=["port-range", "port-type", "exporter", "otlp-endpoint", "redis-url", "redis-url-option", "grace", "grace-nan",
+         "log-level"],
 )
 def test_bad_values_name_the_setting_and_the_rule(argv, message):
     with pytest.raises(ConfigError) as raised:
