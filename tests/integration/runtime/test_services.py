@@ -169,7 +169,8 @@ def test_a_port_another_process_holds_stops_the_service_in_one_line(service, set
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("service", [("scheduler",), ("demand",), ("worker", *FAST_SIM)], ids=["scheduler", "demand", "worker"])
+@pytest.mark.parametrize("service", [("scheduler",), ("demand",), ("planner",), ("worker", *FAST_SIM)],
+                         ids=["scheduler", "demand", "planner", "worker"])
 def test_a_service_started_before_its_redis_waits_not_serving_then_serves(service, tmp_path, wait_serving):
     """Containers come up in any order: a service whose Redis is not there yet waits for it, saying so, where
     it used to exit with a traceback; a stop signal ends the wait."""

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import grpc
 
-from forethought.cluster.redis_client import connect_redis
+from forethought.cluster.redis_client import connect_redis, wait_for_redis
 from forethought.cluster.registry import WorkerRegistry
 from forethought.config import ConfigError, ServiceSettings, option
 from forethought.planner import OutputLengthCDF, load_castillo
@@ -66,6 +66,7 @@ class PlannerShell:
 
     def __init__(self, settings: Settings) -> None:
         self._redis = connect_redis(settings.redis_url)
+        self._redis_url = settings.redis_url
         self._tasks: list[asyncio.Task[None]] = []
         self.servicer = PlannerServicer(castillo_loader(settings.data_dir), settings.plan_timeout_s,
                                         JobStore(self._redis, settings.namespace),
@@ -76,6 +77,7 @@ class PlannerShell:
         planner_pb2_grpc.add_PlannerServiceServicer_to_server(self.servicer, server)
 
     async def start(self, address: str) -> None:
+        await wait_for_redis(self._redis, self._redis_url)
         self._tasks = [asyncio.create_task(self.servicer.keep_leases(), name="job-leases")]
 
     async def drain(self) -> None:
