@@ -27,14 +27,11 @@ NOT_TEXT_ENGINES = frozenset({"sim", "null"})
 
 
 def _up(args: argparse.Namespace) -> int:
-    from forethought.launcher import StopSignal, UpOptions, port_plan_problem, run_up
+    from forethought.launcher import StopSignal, UpOptions, options_problem, run_up
 
     stop = StopSignal()
     stop.install()  # before anything slow: a stop is honoured from the first moment
     workers = args.workers if args.workers is not None else DEFAULT_WORKERS[args.engine]
-    if workers < 1:
-        print("forethought up: --workers must be >= 1", file=sys.stderr)
-        return 2
     from forethought.predict.shipped import resolve_predictor
 
     try:
@@ -45,7 +42,7 @@ def _up(args: argparse.Namespace) -> int:
     options = UpOptions(workers=workers, engine=args.engine, model=args.model, base_port=args.base_port,
                         http_port=args.http_port, router=args.router, policy=args.policy, sim_speedup=args.sim_speedup,
                         log_format=args.log_format, predictor_model=predictor.directory)
-    problem = port_plan_problem(options)
+    problem = options_problem(options)
     if problem is not None:
         print(f"forethought up: {problem}", file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import ctypes
 import json
+import math
 import os
 import signal
 import subprocess
@@ -24,6 +25,8 @@ from pathlib import Path
 from forethought.cache import UP_STATE_FILE
 from forethought.cluster.ports import listen_failure
 from forethought.cluster.redis_server import RedisProcess, start_redis
+from forethought.queueing import POLICY_NAMES
+from forethought.routing import ROUTER_NAMES
 from forethought.rpc.channels import wait_until_serving
 from forethought.services.http.readiness import wait_until_ready
 
@@ -179,6 +182,20 @@ def planned_ports(options: UpOptions) -> list[tuple[str, int, str]]:
     """(service, port, the flag that sets it) of every service ``up`` would start, in start order."""
     return [(name, int(address.rpartition(":")[2]), "--http-port" if name == "http" else "--base-port")
             for name, address, _ in plan_services(options, redis_url="")]
+
+
+def options_problem(options: UpOptions) -> str | None:
+    """What is wrong with ``up``'s options, or None: checked before anything starts, where a scheduler or
+    worker refusing its setting would stop ``up`` only once the rest had started."""
+    if options.workers < 1:
+        return f"--workers must be >= 1, got {options.workers}"
+    if options.router not in ROUTER_NAMES:
+        return f"--router {options.router!r}: must be one of {', '.join(ROUTER_NAMES)}"
+    if options.policy not in POLICY_NAMES:
+        return f"--policy {options.policy!r}: must be one of {', '.join(POLICY_NAMES)}"
+    if not (options.sim_speedup > 0 and math.isfinite(options.sim_speedup)):
+        return f"--sim-speedup {options.sim_speedup}: must be a number above 0"
+    return port_plan_problem(options)
 
 
 def port_plan_problem(options: UpOptions) -> str | None:

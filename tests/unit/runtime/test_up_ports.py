@@ -1,11 +1,12 @@
-"""The ports `forethought up` gives its services: each its own, each a TCP port it can dial."""
+"""`forethought up`'s options, checked before anything starts: each service a port of its own that it can dial,
+and the settings the services would refuse only once started."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from forethought.launcher import UpOptions, port_plan_problem
+from forethought.launcher import UpOptions, options_problem, port_plan_problem
 
 
 def test_the_defaults_and_a_moved_block_are_fine():
@@ -26,3 +27,16 @@ def test_the_defaults_and_a_moved_block_are_fine():
 ])
 def test_a_port_out_of_range_or_given_twice_is_named_with_its_flag(options, problem):
     assert port_plan_problem(options) == problem
+
+
+@pytest.mark.parametrize(("options", "problem"), [
+    (UpOptions(workers=0), "--workers must be >= 1, got 0"),
+    (UpOptions(router="nearest"), "--router 'nearest': must be one of e2, round_robin, least_load, cache_aware, kv_cost, weighted"),
+    (UpOptions(policy="lifo"), "--policy 'lifo': must be one of fcfs, ssjf, gittins, lstf, rtbe"),
+    (UpOptions(sim_speedup=0.0), "--sim-speedup 0.0: must be a number above 0"),
+    (UpOptions(sim_speedup=float("nan")), "--sim-speedup nan: must be a number above 0"),
+    (UpOptions(http_port=0), "--http-port 0: must be in 1..65535"),  # then the ports
+    (UpOptions(engine="sim", workers=2, router="kv_cost", policy="gittins", sim_speedup=5.0), None),
+])
+def test_a_setting_a_service_would_refuse_is_named_before_anything_starts(options, problem):
+    assert options_problem(options) == problem
