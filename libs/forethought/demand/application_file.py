@@ -58,6 +58,9 @@ def require_application_name(name: str, field: str) -> None:
     require(APPLICATION_NAME.fullmatch(name) is not None, field, f"must match {APPLICATION_NAME.pattern}")
 
 
+MAX_PROFILING_RUNS = 10_000
+"""Synthetic runs a file may ask for (the paper profiles 100 to 1,000); more would stall whoever loads it: the
+demand service registering it, or ``forethought app run`` checking it before it is sent."""
 MAX_PROFILING_RUN_UNITS = 100_000
 
 VARIABLES = ("parallelism", "input_tokens", "output_tokens", "tool_duration_s")
@@ -80,9 +83,9 @@ def load_application(path: str | Path, rng: random.Random | None = None) -> PDGr
 
 def application_from_dict(data: object, rng: random.Random | None = None) -> PDGraph:
     """The graph an application file's parsed content describes, with its profiling runs recorded."""
+    runs = integer(mapping(data, "application").get("profiling_runs", PROFILING_RUNS), "profiling_runs")
+    require(0 <= runs <= MAX_PROFILING_RUNS, "profiling_runs", f"must be in 0..{MAX_PROFILING_RUNS}")  # before any work
     graph, draws, root = _parse(data)
-    runs = integer(root.get("profiling_runs", PROFILING_RUNS), "profiling_runs")
-    require(runs >= 0, "profiling_runs", "must be >= 0")
     rng = rng if rng is not None else random.Random(integer(root.get("seed", 0), "seed"))
     for _ in range(runs):
         graph.record(_profiling_run(graph, draws, rng))

@@ -177,6 +177,8 @@ INVALID_FILES = {
         "never reaches 'end': a run entering it loops forever among ask, search",
     ),
     "unknown successor": (edited(("units", "search", "next"), {"deploy": 1.0}), "units.search.next.deploy", "unknown unit"),
+    # checked before any run is drawn: 100 million runs stalled `forethought app run` checking the file
+    "too many profiling runs": (edited(("profiling_runs",), 10**8), "profiling_runs", "must be in 0..10000"),
 }
 
 

@@ -17,9 +17,6 @@ from forethought.domain import InvalidField, require
 from forethought.rpc.errors import NotFound
 from forethought.services.demand.store import ProfileStore
 
-MAX_PROFILING_RUNS = 10_000
-"""Synthetic runs a registration may ask for (the paper profiles 100 to 1,000); more would stall the service."""
-
 
 @dataclass
 class Application:
@@ -71,9 +68,6 @@ class Applications:
         else:
             require(isinstance(file_name, str), "application_file.name", "is required when application is empty")
             require_application_name(str(file_name), "application_file.name")
-        runs = data.get("profiling_runs", 0)
-        require(not isinstance(runs, int) or runs <= MAX_PROFILING_RUNS, "application_file.profiling_runs",
-                f"must be at most {MAX_PROFILING_RUNS}")
         existing = await self._find(str(data["name"]))
         if keep_existing and existing is not None:
             return existing, True
