@@ -17,6 +17,7 @@ import platform
 import random
 import shlex
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any
 import psutil
 from tqdm import tqdm
 
+from forethought.arguments import non_negative_int, positive_int, positive_number
 from forethought.domain import GenerationRequest, SamplingParams
 from forethought.engine.executor import BatchShape
 from forethought.planner.calibration import (
@@ -56,11 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", default="SmolLM2-135M-Instruct", help="the engine's model (a known name or a folder)")
     parser.add_argument("--spec", default="SmolLM2-135M", choices=sorted(MODEL_SHAPES),
                         help="the model's shape, for Eq. 1/2's FLOPs")
-    parser.add_argument("--tp", type=int, default=1, help="tensor-parallel degree to start the engine with (a GPU host)")
-    parser.add_argument("--max-model-len", type=int, default=2048)
-    parser.add_argument("--kv-cache-gib", type=float, default=1.0)
+    parser.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree to start the engine with (a GPU host)")
+    parser.add_argument("--max-model-len", type=positive_int, default=2048)
+    parser.add_argument("--kv-cache-gib", type=positive_number, default=1.0)
     parser.add_argument("--tiny", action="store_true", help="a grid of a few probes (seconds; for tests)")
-    parser.add_argument("--repeats", type=int, default=0, help="runs of each prefill probe (default: the grid's)")
+    parser.add_argument("--repeats", type=non_negative_int, default=0,
+                        help="runs of each prefill and decode probe (0, the default: the grid's)")
     parser.add_argument("--seed", type=int, default=0, help="draws the prompts' token ids and the probes' order")
     parser.add_argument("--clock", choices=("wall", "engine-cpu"), default="",
                         help="what a measured second is (default: engine-cpu on a CPU, whose wall time on shared cores "
@@ -68,11 +71,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def writable_file_problem(path: Path) -> str | None:
+    """Why the profile could not be written to ``path``, or None: its folder must exist and take a new file."""
+    if path.is_dir():
+        return "is a folder, not a file"
+    if not path.parent.is_dir():
+        return f"no such folder: {path.parent}"
+    try:
+        with tempfile.NamedTemporaryFile(dir=path.parent):  # a real write: root passes every permission check
+            pass
+    except OSError as error:
+        return f"cannot write in {path.parent} ({error.strerror})"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.tp < 1 or args.repeats < 0:
-        print("forethought calibrate: --tp must be >= 1 and --repeats >= 0", file=sys.stderr)
-        return 2
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    problem = writable_file_problem(args.out) if args.out is not None else None
+    if problem:  # the profile is written after minutes of probing the engine
+        parser.error(f"argument --out: {args.out}: {problem}")
     grid = TINY_GRID if args.tiny else CalibrationGrid()
     if args.repeats:
         grid = CalibrationGrid(grid.prefill_batches, grid.prompt_lengths, grid.decode_batches, grid.decode_contexts,
