@@ -70,7 +70,7 @@ def held_memory(router_name: str, args: argparse.Namespace) -> list[float]:
                 if observe_ttft is not None:
                     observe_ttft(finished, 0.05, now)
                 router.on_finished(finished, now, 64)
-            if number % every == 0:
+            if number % every == 0 and len(held) < args.checkpoints:  # the remainder past the last one is not read
                 held.append((tracemalloc.get_traced_memory()[0] - baseline) / 1e6)
         return held
     finally:

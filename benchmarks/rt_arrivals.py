@@ -36,7 +36,8 @@ class ArrivalsResult:
     be_tokens_per_s: float
 
     def within(self, objective_s: float) -> float:
-        return sum(ttft <= objective_s for ttft in self.rt_ttft_s) / len(self.rt_ttft_s)
+        """Share of the RT first tokens within the objective; NaN when a short run saw none."""
+        return sum(ttft <= objective_s for ttft in self.rt_ttft_s) / len(self.rt_ttft_s) if self.rt_ttft_s else math.nan
 
 
 def replay(be_in_flight: int, guard_share: float, rt_rate: float, ttft_slo_s: float, duration_s: float,
@@ -135,7 +136,8 @@ def main(argv: list[str]) -> int:
     for result in results:
         ttfts = result.rt_ttft_s
         table.add(result.be_in_flight, share_label(result.guard_share), result.within(args.ttft_slo_s),
-                  statistics.fmean(ttfts), ttfts[len(ttfts) * 9 // 10], result.be_tokens_per_s)
+                  statistics.fmean(ttfts) if ttfts else None, ttfts[len(ttfts) * 9 // 10] if ttfts else None,
+                  result.be_tokens_per_s)
     preamble = (f"Command: `{' '.join(['forethought bench rt-arrivals', *argv])}`; profile {args.profile}, RT "
                 f"{args.rt_rate:g}/s with a {args.ttft_slo_s:g} s TTFT objective, {PROMPT_TOKENS}-token prompts, "
                 f"{OUTPUT_TOKENS} output tokens, {args.duration_s:g} simulated s per setting, seed {args.seed}.")
