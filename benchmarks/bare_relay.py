@@ -18,6 +18,7 @@ import itertools
 from collections.abc import AsyncIterator, Sequence
 
 import grpc
+from forethought.arguments import positive_int
 from forethought.rpc.channels import wait_until_serving
 from forethought.v1 import (
     scheduler_pb2,
@@ -62,10 +63,31 @@ async def serve(port: int, workers: Sequence[str]) -> None:
     await server.wait_for_termination()
 
 
+def port(text: str) -> int:
+    """An argparse type: a TCP port, 1 to 65535."""
+    number = positive_int(text)
+    if number > 65_535:
+        raise argparse.ArgumentTypeError(f"must be 65535 or less, not {number}")
+    return number
+
+
+def worker_address(text: str) -> str:
+    """An argparse type: ``HOST:PORT``."""
+    host, _, number = text.rpartition(":")
+    if not host:
+        raise argparse.ArgumentTypeError(f"must be HOST:PORT, not {text!r}")
+    try:
+        port(number)
+    except argparse.ArgumentTypeError as error:
+        raise argparse.ArgumentTypeError(f"{text}: the port {error}") from None
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bare_relay", description=__doc__.split("\n")[0])
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--worker", action="append", required=True, help="a worker's HOST:PORT (repeatable)")
+    parser.add_argument("--port", type=port, required=True)
+    parser.add_argument("--worker", type=worker_address, action="append", required=True,
+                        help="a worker's HOST:PORT (repeatable)")
     args = parser.parse_args(argv)
     asyncio.run(serve(args.port, args.worker))
     return 0

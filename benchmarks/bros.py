@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from forethought.arguments import listed, positive_int, positive_number
+from forethought.costmodel import PROFILES
 from forethought.domain import ServiceClass
 from forethought.engine.core import EngineConfig
 from forethought.sim.config import ClusterConfig, build_simulator
@@ -76,14 +78,14 @@ class RunResult:
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="forethought bench bros", description=__doc__.split("\n")[0])
-    parser.add_argument("--rates", type=lambda s: [float(r) for r in s.split(",")], default=None,
-                        help="RT request rates, req/s (default 1,2,3; --quick 2)")
-    parser.add_argument("--duration", type=float, default=None, help="window in simulated seconds "
+    parser.add_argument("--rates", type=listed(positive_number), default=None,
+                        help="RT request rates, req/s, comma-separated (default 1,2,3; --quick 2)")
+    parser.add_argument("--duration", type=positive_number, default=None, help="window in simulated seconds "
                         "(default 600, the paper's 10 minutes; --quick 30)")
     # The paper gives no batch size; 256 (~218k tokens, four times the 56k-token KV cache of
     # llama-13b-a100) makes vLLM's RT TTFT attainment 1-6%, as the paper's 1.28% average.
-    parser.add_argument("--be-batch", type=int, default=256, help="BE requests per closed-loop batch")
-    parser.add_argument("--profile", default="llama-13b-a100", help="cost profile of the engine")
+    parser.add_argument("--be-batch", type=positive_int, default=256, help="BE requests per closed-loop batch")
+    parser.add_argument("--profile", default="llama-13b-a100", choices=sorted(PROFILES), help="cost profile of the engine")
     parser.add_argument("--rt-source", choices=("sharegpt", "azure-conv"), default="sharegpt",
                         help="where RT prompt/output lengths come from")
     parser.add_argument("--data-dir", type=Path, default=None, help="trace directory (default ../shared/data)")

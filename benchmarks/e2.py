@@ -41,9 +41,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+from forethought.arguments import input_file, listed, names_of, positive_int, positive_number
 from forethought.costmodel import get_profile
 from forethought.domain.block_hashes import chained_block_hashes
 from forethought.engine.core import EngineConfig
+from forethought.routing import ROUTER_NAMES
 from forethought.sim.cluster import SimulationResult
 from forethought.sim.config import ClusterConfig, build_simulator
 from forethought.sim.metrics import Distribution, RequestRecord
@@ -346,7 +348,7 @@ def run_one(workload: Workload, scenario: Scenario, engines: int, run: RouterRun
 
 def positive_tokens(text: str) -> int:
     """An argparse type: a whole number of tokens, at least one block."""
-    tokens = int(text)
+    tokens = positive_int(text)
     if tokens < BLOCK_SIZE:
         raise argparse.ArgumentTypeError(f"must be at least one block ({BLOCK_SIZE} tokens), got {tokens}")
     return tokens
@@ -426,22 +428,23 @@ def plot(results: Sequence[RunResult], routers: Sequence[str], out: Path) -> Non
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="forethought bench e2", description=__doc__.split("\n")[0])
-    parser.add_argument("--requests", type=int, default=1000, help="requests (or conversation turns) per run")
-    parser.add_argument("--engines", default="4,8", help="cluster sizes, comma-separated")
-    parser.add_argument("--routers", default=",".join(ROUTERS))
-    parser.add_argument("--workloads", default=None,
+    parser.add_argument("--requests", type=positive_int, default=1000, help="requests (or conversation turns) per run")
+    parser.add_argument("--engines", type=listed(positive_int), default=[4, 8], help="cluster sizes, comma-separated")
+    parser.add_argument("--routers", type=names_of(ROUTER_NAMES), default=list(ROUTERS),
+                        help=f"comma-separated, of {', '.join(ROUTER_NAMES)} (round_robin always runs: the baseline)")
+    parser.add_argument("--workloads", type=names_of(tuple(RATES_PER_ENGINE)), default=None,
                         help="comma-separated (default: mooncake-trace when the trace is there, else mooncake, and "
                              "sharegpt, toolprompt, azure-tool)")
-    parser.add_argument("--rates", default=None,
+    parser.add_argument("--rates", type=listed(positive_number), default=None,
                         help="requests/s per engine for every workload, comma-separated (default: per workload)")
-    parser.add_argument("--mooncake", type=Path, default=None,
+    parser.add_argument("--mooncake", type=input_file, default=None,
                         help=f"the Mooncake trace for mooncake-trace (default: <data dir>/{CONVERSATION_TRACE})")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="trace directory holding the Azure trace for azure-tool (default ../shared/data)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--e2-rebalance-thresholds", default=None,
+    parser.add_argument("--e2-rebalance-thresholds", type=listed(positive_number), default=[],
                         help="Th_bal values, comma-separated: E2 runs once per value, the other routers once")
-    parser.add_argument("--e2-history-window", type=float, default=None,
+    parser.add_argument("--e2-history-window", type=positive_number, default=None,
                         help=f"E2's H in seconds (default {E2_HISTORY_WINDOW_S:g})")
     parser.add_argument("--kv-capacity-tokens", type=positive_tokens, default=None,
                         help="KV tokens each engine holds, for every workload (default: the profile's for "
@@ -449,15 +452,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="100 requests, 4 engines: a smoke run")
     add_output_argument(parser, "e2")
     args = parser.parse_args(argv)
-    sizes = [4] if args.quick else [int(n) for n in args.engines.split(",")]
+    sizes = [4] if args.quick else args.engines
     count = 100 if args.quick else args.requests
-    routers = [n.strip() for n in args.routers.split(",") if n.strip()]
+    routers = list(args.routers)
     if "round_robin" not in routers:
         routers.append("round_robin")  # the baseline every ratio divides by
-    thresholds = [float(t) for t in args.e2_rebalance_thresholds.split(",")] if args.e2_rebalance_thresholds else []
+    thresholds = args.e2_rebalance_thresholds
     runs = router_runs(routers, thresholds, args.e2_history_window)
     traces = Traces(conversation_trace(args.mooncake, args.data_dir), args.data_dir)
-    scenarios = selected_scenarios(args.workloads.split(",") if args.workloads else default_workloads(traces), args.rates)
+    workloads = args.workloads or default_workloads(traces)
+    if "mooncake-trace" in workloads and traces.mooncake is None:
+        parser.error(f"argument --workloads: mooncake-trace needs the Mooncake trace: --mooncake PATH or "
+                     f"<data dir>/{CONVERSATION_TRACE}")
+    if "azure-tool" in workloads:  # its trace is read last, after the other workloads' runs: check its length now
+        try:
+            azure_arrivals("code", count, 1.0, args.data_dir)
+        except ValueError as error:
+            parser.error(f"argument --requests: {error}")
+    scenarios = selected_scenarios(workloads, args.rates)
     cases = [(s, e) for s in scenarios for e in sizes]
     results: list[RunResult] = []
     bounds: dict[tuple[tuple[str, int, int], ...], dict[str, RequestRecord]] = {}  # by the requests' contents
@@ -509,14 +521,10 @@ def default_workloads(traces: Traces) -> list[str]:
     return [name for name in RATES_PER_ENGINE if name != fallback]
 
 
-def selected_scenarios(workloads: Sequence[str], rates: str | None) -> list[Scenario]:
-    """The chosen workloads at their default rates, or at ``rates`` (comma-separated) for all."""
-    unknown = sorted(set(workloads) - set(RATES_PER_ENGINE))
-    if unknown:
-        raise SystemExit(f"unknown workloads {unknown}; choose from {', '.join(RATES_PER_ENGINE)}")
-    chosen = [float(r) for r in rates.split(",")] if rates else None
+def selected_scenarios(workloads: Sequence[str], rates: Sequence[float] | None) -> list[Scenario]:
+    """The chosen workloads (names of ``RATES_PER_ENGINE``) at their default rates, or at ``rates`` for all."""
     return [Scenario(name, rate) for name in RATES_PER_ENGINE if name in workloads
-            for rate in (chosen or RATES_PER_ENGINE[name])]
+            for rate in (rates or RATES_PER_ENGINE[name])]
 
 
 if __name__ == "__main__":

@@ -35,7 +35,8 @@ from forethought.appsim import (
     simulate,
     with_deadlines,
 )
-from forethought.costmodel import get_profile
+from forethought.arguments import listed, positive_int, positive_number, share
+from forethought.costmodel import PROFILES, get_profile
 from forethought.demand import BackendKind, BackendSpec, PDGraph, draw_runs, load_application
 from forethought.documents import read_document
 from forethought.workloads.azure import azure_arrivals
@@ -227,34 +228,50 @@ def prewarm_sweep(replays: Replays, runs: Sequence[AppRun], knobs: Sequence[floa
     return table, summary, points
 
 
+def prewarm_knob(text: str) -> float | None:
+    """An argparse type: a prewarm knob K in (0, 1], or ``off`` (None: no prewarming)."""
+    if text == "off":
+        return None
+    knob = share(text)
+    if knob == 0:
+        raise argparse.ArgumentTypeError("must be off or in (0, 1], not 0")
+    return knob
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="forethought bench hermes", description="Hermes application scheduling")
-    parser.add_argument("--runs", type=int, default=400, help="application runs per replay")
-    parser.add_argument("--loads", default="0.7,0.85,1.0", help="LLM demand as a share of the cluster's capacity")
-    parser.add_argument("--main-load", type=float, default=0.85, help="load of the aims, deadlines and prewarm sweep")
-    parser.add_argument("--deadline-load", type=float, default=0.5, help="load of the deadline variant")
-    parser.add_argument("--knobs", default="off,0.1,0.3,0.5,0.7,0.9", help="prewarm knobs K swept")
-    parser.add_argument("--profile", default="llama-7b-a100", help="cost profile of the engines (docs/costmodel.md)")
-    parser.add_argument("--engines", type=int, default=1)
-    parser.add_argument("--slots", type=int, default=8, help="batch slots per engine")
+    parser.add_argument("--runs", type=positive_int, default=400, help="application runs per replay")
+    parser.add_argument("--loads", type=listed(positive_number), default=[0.7, 0.85, 1.0],
+                        help="LLM demand as a share of the cluster's capacity, comma-separated")
+    parser.add_argument("--main-load", type=positive_number, default=0.85, help="load of the aims, deadlines and prewarm sweep")
+    parser.add_argument("--deadline-load", type=positive_number, default=0.5, help="load of the deadline variant")
+    parser.add_argument("--knobs", type=listed(prewarm_knob), default=[None, 0.1, 0.3, 0.5, 0.7, 0.9],
+                        help="prewarm knobs K swept, comma-separated, each in (0, 1] or off (default off,0.1,0.3,0.5,0.7,0.9)")
+    parser.add_argument("--profile", default="llama-7b-a100", choices=sorted(PROFILES),
+                        help="cost profile of the engines (docs/costmodel.md)")
+    parser.add_argument("--engines", type=positive_int, default=1)
+    parser.add_argument("--slots", type=positive_int, default=8, help="batch slots per engine")
     parser.add_argument("--trace", default="code", choices=("code", "conv"), help="Azure trace of the arrivals")
-    parser.add_argument("--walks", type=int, default=1000, help="random walks per demand estimate")
+    parser.add_argument("--walks", type=positive_int, default=1000, help="random walks per demand estimate")
     parser.add_argument("--data-dir", type=Path, default=None, help="shared data dir (default ../shared/data)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="a CI-sized run: 80 runs, one load, three knobs, 200 walks")
     add_output_argument(parser, "hermes")
     args = parser.parse_args(argv)
     if args.quick:
-        args.runs, args.loads, args.knobs, args.walks = 80, str(args.main_load), "off,0.5,0.9", 200
+        args.runs, args.loads, args.knobs, args.walks = 80, [args.main_load], [None, 0.5, 0.9], 200
+    try:
+        azure_arrivals(args.trace, args.runs, 1.0, args.data_dir)  # the trace must hold a request per run
+    except ValueError as error:
+        parser.error(f"argument --runs: {error}")
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
-    loads = [float(value) for value in args.loads.split(",")]
+    loads, knobs = args.loads, args.knobs
     placed = sorted({*loads, args.main_load, args.deadline_load})
-    knobs = [None if value == "off" else float(value) for value in args.knobs.split(",")]
     graphs, documents = load_graphs()
     cluster = ClusterSpec(EngineModel(get_profile(args.profile), args.slots), args.engines, warmup_s)
     runs = draw_mix(documents, args.runs, args.seed)

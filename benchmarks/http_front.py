@@ -28,6 +28,7 @@ from pathlib import Path
 
 import grpc
 import openai
+from forethought.arguments import positive_int, positive_number
 from forethought.cluster.ports import free_port
 from forethought.cluster.redis_server import start_redis
 from forethought.rpc.channels import wait_until_serving
@@ -179,15 +180,16 @@ def render_table(args: argparse.Namespace, results: list[PathResult], http_cpu_m
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="forethought bench http", description=__doc__.split("\n")[0])
-    parser.add_argument("--calls", type=int, default=600, help="measured calls, half through each path")
-    parser.add_argument("--rate", type=float, default=10.0, help="calls/s, open loop")
-    parser.add_argument("--max-tokens", type=int, default=8)
-    parser.add_argument("--workers", type=int, default=2, help="sim workers")
-    parser.add_argument("--sim-speedup", type=float, default=20.0, help="the sim engine's modelled time is divided by this")
+    parser.add_argument("--calls", type=positive_int, default=600, help="measured calls, half through each path (2 or more)")
+    parser.add_argument("--rate", type=positive_number, default=10.0, help="calls/s, open loop")
+    parser.add_argument("--max-tokens", type=positive_int, default=8)
+    parser.add_argument("--workers", type=positive_int, default=2, help="sim workers")
+    parser.add_argument("--sim-speedup", type=positive_number, default=20.0,
+                        help="the sim engine's modelled time is divided by this")
     add_output_argument(parser, "http")
     args = parser.parse_args(argv)
-    if args.calls < 2 or args.rate <= 0:
-        parser.error("--calls must be >= 2 and --rate > 0")
+    if args.calls < 2:
+        parser.error(f"argument --calls: must be 2 or more (half go through each path), not {args.calls}")
     load_average = os.getloadavg()[0]  # other work on the machine skews every figure: say how much there was
     redis = start_redis()
     try:

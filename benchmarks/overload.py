@@ -44,6 +44,7 @@ import grpc
 import psutil
 import yaml
 from forethought.access import token_hash
+from forethought.arguments import non_negative_int, positive_int, positive_number, share
 from forethought.cluster.ports import free_port
 from forethought.cluster.redis_server import start_redis
 from forethought.rpc.channels import wait_until_serving
@@ -380,22 +381,26 @@ async def run(args: argparse.Namespace, tenants_file: Path) -> tuple[float, list
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="forethought bench overload", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a short run (8 s soaks) for tests")
-    parser.add_argument("--soak-s", type=float, default=120.0, help="seconds of open-loop load per configuration")
-    parser.add_argument("--capacity-s", type=float, default=15.0, help="seconds of the closed loop measuring capacity")
-    parser.add_argument("--load", type=float, default=2.0, help="offered rate as a multiple of the measured capacity")
-    parser.add_argument("--rt-share", type=float, default=0.25, help="share of the requests that are real-time")
-    parser.add_argument("--ttft-slo-s", type=float, default=1.0, help="TTFT objective of the real-time requests")
-    parser.add_argument("--max-tokens", type=int, default=32, help="output tokens per request")
-    parser.add_argument("--workers", type=int, default=2, help="sim workers")
-    parser.add_argument("--sim-speedup", type=float, default=1.0, help="the sim workers' --sim-speedup")
-    parser.add_argument("--worker-capacity", type=int, default=16,
+    parser.add_argument("--soak-s", type=positive_number, default=120.0, help="seconds of open-loop load per configuration")
+    parser.add_argument("--capacity-s", type=positive_number, default=15.0, help="seconds of the closed loop measuring capacity")
+    parser.add_argument("--load", type=positive_number, default=2.0, help="offered rate as a multiple of the measured capacity")
+    parser.add_argument("--rt-share", type=share, default=0.25, help="share of the requests that are real-time, in [0, 1]")
+    parser.add_argument("--ttft-slo-s", type=positive_number, default=1.0, help="TTFT objective of the real-time requests")
+    parser.add_argument("--max-tokens", type=positive_int, default=32, help="output tokens per request")
+    parser.add_argument("--workers", type=positive_int, default=2, help="sim workers")
+    parser.add_argument("--sim-speedup", type=positive_number, default=1.0, help="the sim workers' --sim-speedup")
+    parser.add_argument("--worker-capacity", type=positive_int, default=16,
                         help="the sim workers' --capacity: requests in flight on each (its batch)")
-    parser.add_argument("--max-queue", type=int, default=256, help="the scheduler's --max-queue")
-    parser.add_argument("--max-queue-best-effort", type=int, default=8,
-                        help="the shed configuration's --max-queue-best-effort")
+    parser.add_argument("--max-queue", type=positive_int, default=256, help="the scheduler's --max-queue")
+    parser.add_argument("--max-queue-best-effort", type=non_negative_int, default=8,
+                        help="the shed configuration's --max-queue-best-effort, at most --max-queue "
+                             "(0: --max-queue, no lower limit for best-effort requests)")
     parser.add_argument("--seed", type=int, default=0)
     add_output_argument(parser, "overload")
     args = parser.parse_args(argv)
+    if args.max_queue_best_effort > args.max_queue:  # the scheduler would refuse to start
+        parser.error(f"argument --max-queue-best-effort: must be at most --max-queue ({args.max_queue}), "
+                     f"not {args.max_queue_best_effort}")
     args.argv = list(argv if argv is not None else sys.argv[1:])
     if args.quick:
         args.soak_s, args.capacity_s = 8.0, 4.0

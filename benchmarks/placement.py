@@ -45,17 +45,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from forethought.arguments import listed, names_of, positive_int, positive_number
 from forethought.cluster.ports import free_port
 from forethought.cluster.redis_server import start_redis
 from forethought.domain import BlockStored
 from forethought.domain.block_hashes import chained_block_hashes
 from forethought.prefix.redis_index import RedisPrefixIndex
-from forethought.routing import RoutingRequest, build_router
+from forethought.routing import ROUTER_NAMES, RoutingRequest, build_router
 from redis import Redis as BlockingRedis
 from redis.asyncio import Redis
 
 from benchmarks.prometheus import HistogramReading, read_histogram
-from benchmarks.report import add_output_argument
+from benchmarks.report import add_output_argument, or_empty
 
 BLOCK_SIZE = 16
 WORKERS = 8
@@ -166,56 +167,48 @@ def render_table(results: Sequence[PlacementResult]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="forethought bench placement", description=__doc__.split("\n")[0])
-    parser.add_argument("--decisions", type=int, default=5000)
-    parser.add_argument("--routers", default="e2,cache_aware,kv_cost,round_robin")
-    parser.add_argument("--batches", default="1,4,8",
+    parser.add_argument("--decisions", type=positive_int, default=5000)
+    parser.add_argument("--routers", type=names_of(ROUTER_NAMES), default=["e2", "cache_aware", "kv_cost", "round_robin"],
+                        help=f"comma-separated, of {', '.join(ROUTER_NAMES)} (default e2,cache_aware,kv_cost,round_robin)")
+    parser.add_argument("--batches", type=listed(positive_int), default=[1, 4, 8],
                         help="prompts matched per round trip, comma-separated (1: one request at a time; "
                              "4 or 8: a placement cycle with that many requests waiting)")
-    parser.add_argument("--calls", type=int, default=6000, help="Generate calls of each saturation run")
-    parser.add_argument("--clients", type=int, default=3, help="client processes of the saturation runs")
-    parser.add_argument("--concurrency", type=int, default=16, help="calls in flight per client process")
-    parser.add_argument("--rate", type=float, default=100.0, help="calls/s of the moderate-load run")
-    parser.add_argument("--moderate-calls", type=int, default=3000, help="calls of the moderate-load run")
-    parser.add_argument("--paced-clients", type=int, default=1,
+    parser.add_argument("--calls", type=positive_int, default=6000, help="Generate calls of each saturation run")
+    parser.add_argument("--clients", type=positive_int, default=3, help="client processes of the saturation runs")
+    parser.add_argument("--concurrency", type=positive_int, default=16, help="calls in flight per client process")
+    parser.add_argument("--rate", type=positive_number, default=100.0, help="calls/s of the moderate-load run")
+    parser.add_argument("--moderate-calls", type=positive_int, default=3000, help="calls of the moderate-load run")
+    parser.add_argument("--paced-clients", type=positive_int, default=1,
                         help="client processes sharing --rate in the fixed-rate runs (more when one process "
                              "cannot send --rate)")
-    parser.add_argument("--workers", type=int, default=2, help="null-engine workers of the service part")
-    parser.add_argument("--service-routers", default=f"e2,cache_aware,{BARE_RELAY}",
-                        help="the scheduler's router in each service run (cache_aware: a router that costs next "
-                             f"to nothing; {BARE_RELAY}: a front door that only relays, the gRPC floor; "
-                             "empty: no service runs)")
-    parser.add_argument("--replicas", default="1,2,4",
+    parser.add_argument("--workers", type=positive_int, default=2, help="null-engine workers of the service part")
+    parser.add_argument("--service-routers", type=or_empty(names_of((*ROUTER_NAMES, BARE_RELAY))),
+                        default=["e2", "cache_aware", BARE_RELAY],
+                        help="the scheduler's router in each service run, comma-separated (cache_aware: a router "
+                             f"that costs next to nothing; {BARE_RELAY}: a front door that only relays, the gRPC "
+                             f"floor; empty: no service runs; default e2,cache_aware,{BARE_RELAY})")
+    parser.add_argument("--replicas", type=or_empty(listed(positive_int)), default=[1, 2, 4],
                         help="scheduler replicas of the replica runs, comma-separated (empty: no replica runs)")
     parser.add_argument("--skip-service", action="store_true", help="only the in-process part")
     parser.add_argument("--seed", type=int, default=0)
     add_output_argument(parser, "placement")
     args = parser.parse_args(argv)
-    names = [n.strip() for n in args.routers.split(",") if n.strip()]
-    try:
-        batches = [int(b) for b in args.batches.split(",") if b.strip()]
-    except ValueError:
-        batches = []
-    if not batches or min(batches) < 1:
-        parser.error(f"--batches: must be positive integers, comma-separated; got {args.batches!r}")
-    try:
-        replicas = [int(r) for r in args.replicas.split(",") if r.strip()]
-    except ValueError:
-        replicas = [0]
-    if replicas and min(replicas) < 1:
-        parser.error(f"--replicas: must be positive integers, comma-separated; got {args.replicas!r}")
-    if args.paced_clients < 1:
-        parser.error(f"--paced-clients: must be a positive integer; got {args.paced_clients}")
+    if not args.skip_service and args.calls < args.clients:  # each client process sends a share: none may be empty
+        parser.error(f"argument --calls: must be at least --clients ({args.clients}), not {args.calls}")
+    if not args.skip_service and args.moderate_calls < max(2, args.paced_clients):  # a call through each path, too
+        parser.error(f"argument --moderate-calls: must be at least 2 and at least --paced-clients "
+                     f"({args.paced_clients}), not {args.moderate_calls}")
     load_average = os.getloadavg()[0]  # other work on the machine skews every figure: say how much there was
     redis = start_redis()
     try:
         results = [asyncio.run(measure(name, redis.port, args.decisions, args.seed, batch))
-                   for batch in batches for name in names]
-        with_service = not args.skip_service and bool(args.service_routers.strip())
-        with_replicas = bool(replicas) and not args.skip_service
+                   for batch in args.batches for name in args.routers]
+        with_service = not args.skip_service and bool(args.service_routers)
+        with_replicas = bool(args.replicas) and not args.skip_service
         prompts = _service_prompts(args) if with_service or with_replicas else []
         service_table = _service_part(redis.port, redis.process.pid, prompts, args) if with_service else ""
         if with_replicas:
-            service_table += _replicas_part(redis.port, redis.process.pid, replicas, prompts, args)
+            service_table += _replicas_part(redis.port, redis.process.pid, args.replicas, prompts, args)
     finally:
         redis.stop()
     table = render_table(results)
@@ -328,7 +321,7 @@ class ServiceRun:
 
 def _service_part(redis_port: int, redis_pid: int, prompts: list[list[int]], args: argparse.Namespace) -> str:
     runs = []
-    for router in [name.strip() for name in args.service_routers.split(",") if name.strip()]:
+    for router in args.service_routers:
         with mesh_processes(redis_port, args.workers, router) as mesh:
             pids = {**mesh.pids, "redis": redis_pid}
             asyncio.run(_wait_for_workers(mesh.scheduler.address, args.workers))

@@ -21,6 +21,7 @@ import statistics
 import time
 from pathlib import Path
 
+from forethought.arguments import positive_int
 from forethought.costmodel import PROFILES
 from forethought.demand import DemandEstimate, DemandEstimator, PDGraph, RunPosition, gittins_rank, load_application
 from forethought.services.demand.seconds import CostModelSeconds
@@ -45,9 +46,10 @@ def positions(graphs: list[PDGraph], count: int, rng: random.Random) -> list[tup
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="forethought bench rank-refresh", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, nargs="+", default=[10, 100, 300], help="concurrent application runs")
-    parser.add_argument("--walks", type=int, default=1000, help="Monte Carlo walks per estimate (the demand service's default)")
-    parser.add_argument("--refreshes", type=int, default=20, help="re-rank refreshes timed per row")
+    parser.add_argument("--runs", type=positive_int, nargs="+", default=[10, 100, 300], help="concurrent application runs")
+    parser.add_argument("--walks", type=positive_int, default=1000,
+                        help="Monte Carlo walks per estimate (the demand service's default)")
+    parser.add_argument("--refreshes", type=positive_int, default=20, help="re-rank refreshes timed per row")
     parser.add_argument("--cost-profile", default="llama-7b-a100", choices=sorted(PROFILES),
                         help="cost profile turning tokens into seconds")
     parser.add_argument("--seed", type=int, default=0)

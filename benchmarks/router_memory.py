@@ -19,6 +19,7 @@ import tracemalloc
 from collections import deque
 from collections.abc import Iterator
 
+from forethought.arguments import names_of, positive_int, positive_number
 from forethought.routing import ROUTER_NAMES, RoutingRequest, build_router
 
 from benchmarks.report import LineSeries, ResultTable, add_output_argument, line_plot, progress, write_table
@@ -79,25 +80,18 @@ def held_memory(router_name: str, args: argparse.Namespace) -> list[float]:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="forethought bench router-memory", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=100_000, help="requests in the stream")
-    parser.add_argument("--rate", type=float, default=100.0, help="requests per second (sets how many windows pass)")
-    parser.add_argument("--routers", default=",".join(ROUTER_NAMES), help="comma-separated router names")
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--in-flight", type=int, default=64, help="requests placed and not yet finished")
-    parser.add_argument("--checkpoints", type=int, default=10)
+    parser.add_argument("--requests", type=positive_int, default=100_000, help="requests in the stream")
+    parser.add_argument("--rate", type=positive_number, default=100.0, help="requests per second (sets how many windows pass)")
+    parser.add_argument("--routers", type=names_of(ROUTER_NAMES), default=list(ROUTER_NAMES),
+                        help=f"comma-separated router names, of {', '.join(ROUTER_NAMES)}")
+    parser.add_argument("--workers", type=positive_int, default=4)
+    parser.add_argument("--in-flight", type=positive_int, default=64, help="requests placed and not yet finished")
+    parser.add_argument("--checkpoints", type=positive_int, default=10, help="memory readings over the stream, at most --requests")
     parser.add_argument("--seed", type=int, default=0)
     add_output_argument(parser, "router-memory")
     args = parser.parse_args(argv)
-    routers = [name.strip() for name in args.routers.split(",") if name.strip()]
-    unknown = sorted(set(routers) - set(ROUTER_NAMES))
-    if unknown:
-        parser.error(f"--routers: unknown {', '.join(unknown)}; known: {', '.join(ROUTER_NAMES)}")
-    for flag, value in (("--requests", args.requests), ("--workers", args.workers), ("--in-flight", args.in_flight),
-                        ("--checkpoints", args.checkpoints)):
-        if value < 1:
-            parser.error(f"{flag}: must be a positive integer; got {value}")
-    if args.rate <= 0:
-        parser.error(f"--rate: must be positive; got {args.rate}")
+    if args.checkpoints > args.requests:  # a reading every requests // checkpoints requests: at least one
+        parser.error(f"argument --checkpoints: must be at most --requests ({args.requests}), not {args.checkpoints}")
 
     checkpoints = [args.requests // args.checkpoints * k for k in range(1, args.checkpoints + 1)]
     half = len(checkpoints) // 2 - 1
@@ -106,7 +100,7 @@ def main(argv: list[str]) -> int:
                         title=f"Memory a router holds, {args.workers} workers, {args.rate:g} requests/s, "
                               f"{args.requests / args.rate:,.0f} s of stream")
     series = []
-    for name in progress(routers, "routers"):
+    for name in progress(args.routers, "routers"):
         held = held_memory(name, args)
         table.add(name, held[half], held[-1], held[-1] / held[half] if held[half] > 0 else None)
         series.append(LineSeries(name, checkpoints, held))

@@ -17,7 +17,8 @@ import random
 import statistics
 from dataclasses import dataclass
 
-from forethought.costmodel import CostModelExecutor, get_profile
+from forethought.arguments import listed, non_negative_int, positive_number
+from forethought.costmodel import PROFILES, CostModelExecutor, get_profile
 from forethought.domain import GenerationRequest, SamplingParams, ServiceClass
 from forethought.engine.core import EngineConfig, EngineCore
 from forethought.engine.policies import ARRIVAL_GUARD_SHARE
@@ -84,28 +85,9 @@ def replay(be_in_flight: int, guard_share: float, rt_rate: float, ttft_slo_s: fl
     return ArrivalsResult(be_in_flight, guard_share, tuple(sorted(ttfts)), be_tokens / now)
 
 
-def positive(text: str) -> float:
-    """An argparse type: a number above 0 (``inf`` allowed)."""
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
-    return value
-
-
-def positives(text: str) -> list[float]:
-    """An argparse type: comma-separated numbers above 0."""
-    try:
-        return [positive(part) for part in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be comma-separated numbers above 0, not {text!r}") from None
-
-
-def counts(text: str) -> list[int]:
-    """An argparse type: comma-separated whole numbers, 0 or more."""
-    parts = text.split(",")
-    if not all(part.strip().isdigit() for part in parts):
-        raise argparse.ArgumentTypeError(f"must be comma-separated whole numbers, 0 or more, not {text!r}")
-    return [int(part) for part in parts]
+def guard_share(text: str) -> float:
+    """An argparse type: a share of the TTFT objective above 0, or ``inf``: no guard."""
+    return math.inf if text.lower() == "inf" else positive_number(text)
 
 
 def share_label(share: float) -> str:
@@ -114,13 +96,15 @@ def share_label(share: float) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="forethought bench rt-arrivals", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--be-in-flight", type=counts, default=[0, 16, 32], help="comma-separated BE counts kept in flight")
-    parser.add_argument("--shares", type=positives, default=[math.inf, 0.5, ARRIVAL_GUARD_SHARE, 0.25],
-                        help="comma-separated guard shares of the TTFT objective (inf: no guard)")
-    parser.add_argument("--rt-rate", type=positive, default=1.0, help="RT arrivals per simulated second")
-    parser.add_argument("--ttft-slo-s", type=positive, default=1.0)
-    parser.add_argument("--duration-s", type=positive, default=600.0, help="simulated seconds per run")
-    parser.add_argument("--profile", default="smollm2-135m-cpu2", help="cost profile (the overload bench's worker)")
+    parser.add_argument("--be-in-flight", type=listed(non_negative_int), default=[0, 16, 32],
+                        help="comma-separated BE counts kept in flight (0: RT alone)")
+    parser.add_argument("--shares", type=listed(guard_share), default=[math.inf, 0.5, ARRIVAL_GUARD_SHARE, 0.25],
+                        help="comma-separated guard shares of the TTFT objective, above 0 (inf: no guard)")
+    parser.add_argument("--rt-rate", type=positive_number, default=1.0, help="RT arrivals per simulated second")
+    parser.add_argument("--ttft-slo-s", type=positive_number, default=1.0)
+    parser.add_argument("--duration-s", type=positive_number, default=600.0, help="simulated seconds per run")
+    parser.add_argument("--profile", default="smollm2-135m-cpu2", choices=sorted(PROFILES),
+                        help="cost profile (the overload bench's worker)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="60 simulated seconds, 16 BE, no guard and the default")
     add_output_argument(parser, "rt_arrivals")

@@ -16,8 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from forethought.costmodel import CostModelExecutor
+from forethought.arguments import input_file, positive_int
+from forethought.costmodel import PROFILES, CostModelExecutor
 from forethought.engine.core import EngineConfig, EngineCore, StepOutput
+from forethought.routing import ROUTER_NAMES
 from forethought.sim.config import ClusterConfig, build_simulator
 from forethought.workloads.azure import azure_trace_path, load_azure_trace
 from forethought.workloads.mooncake import load_mooncake_trace
@@ -28,15 +30,15 @@ from benchmarks.report import ResultTable, add_output_argument, write_table
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="forethought bench sim", description=__doc__.split("\n")[0])
-    parser.add_argument("--requests", type=int, default=None, help="requests to replay (default 10000)")
-    parser.add_argument("--engines", type=int, default=4)
-    parser.add_argument("--router", default="least_load")
-    parser.add_argument("--profile", default="llama-13b-a100")
+    parser.add_argument("--requests", type=positive_int, default=None, help="requests to replay (default 10000)")
+    parser.add_argument("--engines", type=positive_int, default=4)
+    parser.add_argument("--router", default="least_load", choices=ROUTER_NAMES)
+    parser.add_argument("--profile", default="llama-13b-a100", choices=sorted(PROFILES))
     parser.add_argument("--data-dir", type=Path, default=None, help="trace directory (default ../shared/data)")
     parser.add_argument("--quick", action="store_true", help="1,000 requests")
-    parser.add_argument("--mooncake", type=Path, default=None, help="also replay this Mooncake JSONL trace")
-    parser.add_argument("--mooncake-requests", type=int, default=None, help="its first N requests (default: all)")
-    parser.add_argument("--mooncake-profile", default="llama-7b-a100")
+    parser.add_argument("--mooncake", type=input_file, default=None, help="also replay this Mooncake JSONL trace")
+    parser.add_argument("--mooncake-requests", type=positive_int, default=None, help="its first N requests (default: all)")
+    parser.add_argument("--mooncake-profile", default="llama-7b-a100", choices=sorted(PROFILES))
     add_output_argument(parser, "sim")
     args = parser.parse_args(list(argv))
     args.requests = args.requests or (1000 if args.quick else 10_000)

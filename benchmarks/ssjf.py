@@ -32,6 +32,7 @@ averages stable loads (< 1) and overloaded ones (>= 1) separately.
 from __future__ import annotations
 
 import argparse
+import errno
 import hashlib
 import json
 from collections.abc import Callable, Sequence
@@ -39,14 +40,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+from forethought.arguments import input_file, listed, non_negative_int, non_negative_number, positive_int, positive_number
 from forethought.cache import CACHE_ROOT
 from forethought.config import MissingPrerequisite
-from forethought.costmodel import get_profile
+from forethought.costmodel import PROFILES, get_profile
 from forethought.costmodel.profiles import CostProfile
 from forethought.engine.core import EngineConfig
 from forethought.queueing import GlobalQueue, QueuedRequest, build_policy
 from forethought.sim.config import ClusterConfig, build_simulator
-from forethought.workloads.azure import azure_arrivals
+from forethought.workloads.azure import azure_arrivals, azure_trace_path
 from forethought.workloads.workload import TokenSegment, TraceRequest, Workload
 
 from benchmarks.report import (
@@ -55,6 +57,7 @@ from benchmarks.report import (
     ResultTable,
     add_output_argument,
     line_plot,
+    or_empty,
     progress,
     write_table,
 )
@@ -262,26 +265,28 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="forethought bench ssjf", description="SSJF vs FCFS vs oracle SJF")
     parser.add_argument("--model", type=Path, default=None,
                         help="predictor artifact folder (default: the fine-tuned one if trained, else the shipped one)")
-    parser.add_argument("--requests", type=int, default=1000)
-    parser.add_argument("--continuous-requests", type=int, default=0,
+    parser.add_argument("--requests", type=positive_int, default=1000)
+    parser.add_argument("--continuous-requests", type=non_negative_int, default=0,
                         help="requests replayed in the continuous-batching simulator (0: all of --requests, as the other modes)")
-    parser.add_argument("--loads", default="0.6,0.8,0.95,1.2", help="offered load, share of FCFS capacity")
-    parser.add_argument("--profile", default="llama-7b-a100", help="cost-model profile of the served model")
-    parser.add_argument("--max-batch", type=int, default=4, help="the paper's max batch size")
-    parser.add_argument("--batch-wait-s", type=float, default=0.1, help="dynamic batching wait timeout")
-    parser.add_argument("--aging-rate", type=float, default=5.0, help="tokens of priority gained per second waited")
+    parser.add_argument("--loads", type=listed(positive_number), default=[0.6, 0.8, 0.95, 1.2],
+                        help="offered loads, share of FCFS capacity, comma-separated")
+    parser.add_argument("--profile", default="llama-7b-a100", choices=sorted(PROFILES), help="cost-model profile of the served model")
+    parser.add_argument("--max-batch", type=positive_int, default=4, help="the paper's max batch size")
+    parser.add_argument("--batch-wait-s", type=non_negative_number, default=0.1, help="dynamic batching wait timeout (0: no wait)")
+    parser.add_argument("--aging-rate", type=non_negative_number, default=5.0,
+                        help="tokens of priority gained per second waited (0: SSJF+aging is SSJF)")
     parser.add_argument("--data-dir", type=Path, default=None, help="shared data dir (default ../shared/data)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--noise-sigmas", default="0.25,0.5,1.0,2.0",
-                        help="log-normal noise on the true length for the ranking-quality sweep (empty: skip)")
-    parser.add_argument("--sweep-loads", default="0.95,1.2", help="offered loads of the ranking-quality sweep")
-    parser.add_argument("--castillo", type=Path, default=None,
+    parser.add_argument("--noise-sigmas", type=or_empty(listed(positive_number)),
+                        default=[0.25, 0.5, 1.0, 2.0],
+                        help="log-normal noise on the true length for the ranking-quality sweep, comma-separated (empty: skip)")
+    parser.add_argument("--sweep-loads", type=listed(positive_number), default=[0.95, 1.2],
+                        help="offered loads of the ranking-quality sweep, comma-separated")
+    parser.add_argument("--castillo", type=input_file, default=None,
                         help="requests from this CASTILLO-format file's validate pairs, forecast for their model (a model-aware --model)")
-    parser.add_argument("--max-output-tokens", type=int, default=2048, help="--castillo: cap on a request's true length")
+    parser.add_argument("--max-output-tokens", type=positive_int, default=2048, help="--castillo: cap on a request's true length")
     add_output_argument(parser, "ssjf")
     args = parser.parse_args(argv)
-    if args.continuous_requests < 0:
-        parser.error("--continuous-requests must be >= 0 (0: all of --requests)")
     if args.castillo is not None and args.out == RESULTS_ROOT / "ssjf":
         args.out = RESULTS_ROOT / "ssjf" / "castillo"
     return args
@@ -291,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     from forethought.predict.shipped import resolve_predictor
 
     args = parse_args(argv)
+    trace = azure_trace_path("conv", args.data_dir)
+    if not trace.is_file():  # read after the forecasts, which may take minutes: missing, it stops the run now
+        raise FileNotFoundError(errno.ENOENT, "no such file", str(trace))
     try:
         args.model = resolve_predictor(args.model).directory
     except ValueError as error:
@@ -300,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         jobs = load_jobs(args.model, args.requests, args.seed)
     base_arrivals = azure_arrivals("conv", len(jobs), 1.0, args.data_dir)  # 1 request/s: each load divides it
-    loads = [float(value) for value in args.loads.split(",")]
+    loads = args.loads
     schedulers = [
         Scheduler("FCFS", "fcfs"),
         Scheduler("SSJF", "ssjf"),
@@ -352,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Azure conv arrivals, profile `{args.profile}`, max batch {args.max_batch}, batch wait {args.batch_wait_s} s, "
         f"aging {args.aging_rate} tokens/s."
     )
-    sweep = noise_sweep(jobs, base_arrivals, capacity, [float(value) for value in args.sweep_loads.split(",")], args)
+    sweep = noise_sweep(jobs, base_arrivals, capacity, args.sweep_loads, args)
     write_table(out / "table.md", [summary, table, *sweep], preamble)
     return 0
 
@@ -375,7 +383,7 @@ def noise_sweep(
     """SSJF's JCT reduction against the forecasts' Kendall tau in every mode: how good a ranking the aims
     need, separating the predictor's share of the gap from the set-up's. Beside this predictor: the
     pair mean of the answers (CASTILLO), the truth with log-normal noise, and the truth (oracle SJF)."""
-    sigmas = [float(value) for value in args.noise_sigmas.split(",") if value.strip()]
+    sigmas = args.noise_sigmas
     if not sigmas:
         return []
     rng = np.random.default_rng(args.seed)

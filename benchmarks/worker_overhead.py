@@ -35,6 +35,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from forethought.arguments import positive_int, positive_number
 from forethought.backends.protocol import EngineBackend
 from forethought.domain import GenerationRequest, SamplingParams
 from forethought.v1 import (
@@ -423,13 +424,13 @@ def _uninstrument(engine: Any) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="forethought bench worker-overhead", description=__doc__)
     parser.add_argument("--model", default="SmolLM2-135M-Instruct")
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--prompt-tokens", type=int, default=128)
-    parser.add_argument("--output-tokens", type=int, default=32)
-    parser.add_argument("--min-requests", type=int, default=8,
+    parser.add_argument("--concurrency", type=positive_int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--rounds", type=positive_int, default=2)
+    parser.add_argument("--prompt-tokens", type=positive_int, default=128)
+    parser.add_argument("--output-tokens", type=positive_int, default=32)
+    parser.add_argument("--min-requests", type=positive_int, default=8,
                         help="requests per round at least (else twice the concurrency)")
-    parser.add_argument("--kv-cache-gib", type=float, default=1.0)
+    parser.add_argument("--kv-cache-gib", type=positive_number, default=1.0)
     parser.add_argument("--variant", nargs="+", default=[], metavar="SPEC",
                         help="compare these engine settings instead of the ways in (see above)")
     parser.add_argument("--step-profile", action="store_true",
@@ -558,7 +559,17 @@ def _argv_echo(args: argparse.Namespace) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.variant:  # a bad spec would otherwise stop the run with a traceback once vLLM is loaded
+        from forethought.backends.vllm.backend import VllmEngineOptions
+
+        base = VllmEngineOptions(model=args.model, kv_cache_gib=args.kv_cache_gib)
+        for spec in args.variant:
+            try:
+                dataclasses.replace(base, **parse_variant(spec, base).options)
+            except (ValueError, TypeError) as error:
+                parser.error(f"argument --variant: {spec}: {error}")
     return _profile_steps(args) if args.step_profile else asyncio.run(_run(args))
 
 

@@ -1,3 +1,6 @@
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
 from benchmarks import run_benchmark
@@ -100,3 +103,79 @@ def test_router_memory_benchmark_refuses_bad_settings_naming_the_flag(flag, tmp_
     with pytest.raises(SystemExit) as exit_:
         run_benchmark("router-memory", [*flag, "--out", str(tmp_path)])
     assert exit_.value.code == 2 and flag[0] in capsys.readouterr().err
+
+
+def entry_point(name: str) -> Callable[[list[str]], int]:
+    """Benchmark ``name``'s main; ``calibrate`` and ``bare-relay`` are commands of their own."""
+    if name == "calibrate":
+        from forethought.calibrate_runner import main as calibrate
+
+        return calibrate
+    if name == "bare-relay":
+        from benchmarks.bare_relay import main as relay
+
+        return relay
+    return lambda argv: run_benchmark(name, argv)
+
+
+# Each refused before any work: no trace read, no Redis, mesh or engine started (else a traceback, an
+# empty run with status 0, or minutes of work first). ``{tmp}`` is the test's folder, holding a file ``file``.
+BAD_SETTINGS = [
+    ("bare-relay", ["--port", "0", "--worker", "127.0.0.1:1"], "--port"),
+    ("bare-relay", ["--port", "5000", "--worker", "nohost"], "--worker"),
+    ("bros", ["--rates", "0"], "--rates"),
+    ("bros", ["--profile", "no-such-profile"], "--profile"),
+    ("e2", ["--rates", "abc", "--quick"], "--rates"),
+    ("e2", ["--routers", "foo"], "--routers"),
+    ("e2", ["--engines", "0"], "--engines"),
+    ("e2", ["--requests", "0"], "--requests"),
+    ("e2", ["--workloads", "toolprompt,nope"], "--workloads"),
+    ("e2", ["--e2-rebalance-thresholds", "1.5,x"], "--e2-rebalance-thresholds"),
+    ("e2", ["--mooncake", "{tmp}/missing.jsonl"], "--mooncake"),
+    ("hermes", ["--runs", "0"], "--runs"),
+    ("hermes", ["--knobs", "off,1.5"], "--knobs"),
+    ("hermes", ["--runs", "1000000"], "--runs"),  # more runs than the trace has requests
+    ("http", ["--max-tokens", "0"], "--max-tokens"),
+    ("http", ["--calls", "1"], "--calls"),
+    ("overload", ["--rt-share", "1.5"], "--rt-share"),
+    ("overload", ["--max-queue", "4", "--max-queue-best-effort", "8"], "--max-queue-best-effort"),
+    ("placement", ["--decisions", "0"], "--decisions"),
+    ("placement", ["--routers", "e2,nope"], "--routers"),
+    ("placement", ["--service-routers", "nope"], "--service-routers"),
+    ("placement", ["--calls", "2", "--clients", "3"], "--calls"),
+    ("placement", ["--moderate-calls", "1"], "--moderate-calls"),
+    ("rank-refresh", ["--runs", "10", "0"], "--runs"),
+    ("rank-refresh", ["--walks", "0"], "--walks"),
+    ("router-memory", ["--requests", "4", "--checkpoints", "5"], "--checkpoints"),
+    ("rt-arrivals", ["--rt-rate", "inf"], "--rt-rate"),
+    ("rt-arrivals", ["--profile", "no-such-profile"], "--profile"),
+    ("samullm", ["--out", "{tmp}/file/results"], "--out"),
+    ("sim", ["--requests", "-1"], "--requests"),
+    ("sim", ["--router", "nope"], "--router"),
+    ("ssjf", ["--loads", "abc"], "--loads"),
+    ("ssjf", ["--max-batch", "0"], "--max-batch"),
+    ("worker-overhead", ["--concurrency", "1", "0"], "--concurrency"),
+    ("worker-overhead", ["--kv-cache-gib", "0"], "--kv-cache-gib"),
+    ("calibrate", ["--repeats", "-1"], "--repeats"),
+    ("calibrate", ["--tp", "0"], "--tp"),
+    ("calibrate", ["--out", "{tmp}/missing/profile.json"], "--out"),
+    ("calibrate", ["--out", "{tmp}"], "--out"),
+]
+
+
+@pytest.mark.parametrize(("name", "argv", "flag"), BAD_SETTINGS, ids=[f"{n} {' '.join(a)}" for n, a, _ in BAD_SETTINGS])
+def test_a_bad_setting_is_refused_naming_its_flag_before_any_work(name: str, argv: list[str], flag: str,
+                                                                   tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "file").write_text("")
+    argv = [arg.replace("{tmp}", str(tmp_path)) for arg in argv]
+    output = [] if name in ("calibrate", "bare-relay") else ["--out", str(tmp_path / "out")]  # a later --out wins
+    with pytest.raises(SystemExit) as exit_:
+        entry_point(name)([*output, *argv])
+    assert exit_.value.code == 2 and f"argument {flag}:" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_worker_overhead_variant_is_refused_naming_the_flag_before_any_engine_starts(tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:  # reads vLLM's options, which loads vLLM (seconds), and starts nothing
+        run_benchmark("worker-overhead", ["--variant", "default", "max_num_seqs=many", "--out", str(tmp_path)])
+    assert exit_.value.code == 2 and "argument --variant: max_num_seqs=many:" in capsys.readouterr().err

@@ -39,7 +39,7 @@ def test_a_paced_client_count_below_one_is_refused_naming_the_flag(tmp_path, cap
     with pytest.raises(SystemExit) as exit_:
         run_benchmark("placement", ["--paced-clients", "0", "--out", str(tmp_path)])
     assert exit_.value.code == 2
-    assert "--paced-clients: must be a positive integer; got 0" in capsys.readouterr().err
+    assert "argument --paced-clients: must be 1 or more, not 0" in capsys.readouterr().err
 
 
 def test_one_scheduler_against_its_workers_at_saturation_and_at_a_rate_shared_by_paced_clients(tmp_path) -> None:
