@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from forethought.arguments import listed, names_of, positive_int, positive_number
+from forethought.arguments import listed, names_of, or_empty, positive_int, positive_number
 from forethought.cluster.ports import free_port
 from forethought.cluster.redis_server import start_redis
 from forethought.domain import BlockStored
@@ -56,7 +56,7 @@ from redis import Redis as BlockingRedis
 from redis.asyncio import Redis
 
 from benchmarks.prometheus import HistogramReading, read_histogram
-from benchmarks.report import add_output_argument, or_empty
+from benchmarks.report import add_output_argument
 
 BLOCK_SIZE = 16
 WORKERS = 8

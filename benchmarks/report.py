@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from forethought.arguments import output_folder
 from tqdm import tqdm
 
 RESULTS_ROOT = Path(__file__).resolve().parent / "results"
@@ -28,31 +28,6 @@ def results_dir(name: str, root: str | Path | None = None) -> Path:
     directory = Path(root) / name if root is not None else RESULTS_ROOT / name
     directory.mkdir(parents=True, exist_ok=True)
     return directory
-
-
-def output_folder(text: str) -> Path:
-    """An argparse type: a folder to write into, made at the end of the run if missing; refused now when a
-    file stands in its place or the nearest existing folder takes no new file (a long run would end in a
-    traceback)."""
-    path = Path(text).expanduser()
-    existing = next(folder for folder in (path, *path.parents) if folder.exists())
-    if not existing.is_dir():
-        raise argparse.ArgumentTypeError(f"{text}: {existing} is a file, not a folder")
-    try:
-        with tempfile.NamedTemporaryFile(dir=existing):  # a real write: root passes every permission check
-            pass
-    except OSError as error:
-        raise argparse.ArgumentTypeError(f"{text}: cannot write in {existing} ({error.strerror})") from None
-    return path
-
-
-def or_empty(kind: Callable[[str], list[T]]) -> Callable[[str], list[T]]:
-    """An argparse type: ``kind``'s comma-separated values, or none for an empty value (that part does not run)."""
-
-    def parse(text: str) -> list[T]:
-        return kind(text) if text.strip() else []
-
-    return parse
 
 
 def add_output_argument(parser: argparse.ArgumentParser, name: str) -> None:

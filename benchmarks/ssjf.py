@@ -40,7 +40,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-from forethought.arguments import input_file, listed, non_negative_int, non_negative_number, positive_int, positive_number
+from forethought.arguments import (
+    input_file,
+    listed,
+    non_negative_int,
+    non_negative_number,
+    or_empty,
+    positive_int,
+    positive_number,
+)
 from forethought.cache import CACHE_ROOT
 from forethought.config import MissingPrerequisite
 from forethought.costmodel import PROFILES, get_profile
@@ -57,7 +65,6 @@ from benchmarks.report import (
     ResultTable,
     add_output_argument,
     line_plot,
-    or_empty,
     progress,
     write_table,
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -18,6 +19,35 @@ def input_file(text: str) -> Path:
     path = Path(text).expanduser()
     if not path.is_file():
         raise argparse.ArgumentTypeError(f"{text}: {'is a folder, not a file' if path.is_dir() else 'no such file'}")
+    return path
+
+
+def _writable(text: str, path: Path) -> None:
+    """Refuses ``path`` unless the nearest folder on it that exists takes a new file (the missing ones are
+    made when the file is written): a run of minutes to hours would end in a traceback when it came to write."""
+    existing = next(folder for folder in (path, *path.parents) if folder.exists())
+    if not existing.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: {existing} is a file, not a folder")
+    try:
+        with tempfile.NamedTemporaryFile(dir=existing):  # a real write: root passes every permission check
+            pass
+    except OSError as error:
+        raise argparse.ArgumentTypeError(f"{text}: cannot write in {existing} ({error.strerror})") from None
+
+
+def output_folder(text: str) -> Path:
+    """A folder to write into, made if missing."""
+    path = Path(text).expanduser()
+    _writable(text, path)
+    return path
+
+
+def output_file(text: str) -> Path:
+    """A file to write, its missing folders made; not a folder."""
+    path = Path(text).expanduser()
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: is a folder, not a file")
+    _writable(text, path.parent)
     return path
 
 
@@ -97,6 +127,15 @@ def listed(kind: Callable[[str], T]) -> Callable[[str], list[T]]:
             except argparse.ArgumentTypeError as error:
                 raise argparse.ArgumentTypeError(f"{part}: {error}") from None
         return values
+
+    return parse
+
+
+def or_empty(kind: Callable[[str], list[T]]) -> Callable[[str], list[T]]:
+    """``kind``'s comma-separated values, or none for an empty value (the flag's help says what none skips)."""
+
+    def parse(text: str) -> list[T]:
+        return kind(text) if text.strip() else []
 
     return parse
 

@@ -17,16 +17,14 @@ import platform
 import random
 import shlex
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import psutil
 from tqdm import tqdm
 
-from forethought.arguments import non_negative_int, positive_int, positive_number
+from forethought.arguments import non_negative_int, output_file, positive_int, positive_number
 from forethought.domain import GenerationRequest, SamplingParams
 from forethought.engine.executor import BatchShape
 from forethought.planner.calibration import (
@@ -54,7 +52,8 @@ VOCABULARY = 49_152
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="forethought calibrate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--name", default="", help="profile name (default: <spec>-vllm-<cpu|gpu>, lower case)")
-    parser.add_argument("--out", type=Path, default=None, help=f"write the profile here (default: {PROFILES_DIR}/NAME.json)")
+    parser.add_argument("--out", type=output_file, default=None,
+                        help=f"write the profile here (default: {PROFILES_DIR}/NAME.json; missing folders are made)")
     parser.add_argument("--model", default="SmolLM2-135M-Instruct", help="the engine's model (a known name or a folder)")
     parser.add_argument("--spec", default="SmolLM2-135M", choices=sorted(MODEL_SHAPES),
                         help="the model's shape, for Eq. 1/2's FLOPs")
@@ -71,26 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def writable_file_problem(path: Path) -> str | None:
-    """Why the profile could not be written to ``path``, or None: its folder must exist and take a new file."""
-    if path.is_dir():
-        return "is a folder, not a file"
-    if not path.parent.is_dir():
-        return f"no such folder: {path.parent}"
-    try:
-        with tempfile.NamedTemporaryFile(dir=path.parent):  # a real write: root passes every permission check
-            pass
-    except OSError as error:
-        return f"cannot write in {path.parent} ({error.strerror})"
-    return None
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    problem = writable_file_problem(args.out) if args.out is not None else None
-    if problem:  # the profile is written after minutes of probing the engine
-        parser.error(f"argument --out: {args.out}: {problem}")
+    args = build_parser().parse_args(argv)
     grid = TINY_GRID if args.tiny else CalibrationGrid()
     if args.repeats:
         grid = CalibrationGrid(grid.prefill_batches, grid.prompt_lengths, grid.decode_batches, grid.decode_contexts,

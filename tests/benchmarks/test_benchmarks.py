@@ -158,7 +158,7 @@ BAD_SETTINGS = [
     ("worker-overhead", ["--kv-cache-gib", "0"], "--kv-cache-gib"),
     ("calibrate", ["--repeats", "-1"], "--repeats"),
     ("calibrate", ["--tp", "0"], "--tp"),
-    ("calibrate", ["--out", "{tmp}/missing/profile.json"], "--out"),
+    ("calibrate", ["--out", "{tmp}/file/profile.json"], "--out"),  # a file where its folder would be made
     ("calibrate", ["--out", "{tmp}"], "--out"),
 ]
 

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 import pytest
-from forethought.arguments import input_file, positive_seconds
+from forethought.arguments import input_file, names_of, or_empty, output_file, output_folder, positive_seconds
 
 
 def test_an_input_file_is_a_file_that_exists(tmp_path: Path) -> None:
@@ -27,3 +27,21 @@ def test_a_wait_must_be_a_finite_number_of_seconds_above_zero(text: str) -> None
 
 def test_a_wait_in_seconds_keeps_its_value() -> None:
     assert positive_seconds("0.25") == 0.25 and positive_seconds("600") == 600.0
+
+
+def test_an_output_folder_or_file_is_refused_where_nothing_can_be_written(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    assert output_folder(str(tmp_path / "new" / "deeper")) == tmp_path / "new" / "deeper"  # made when written
+    assert output_file(str(tmp_path / "new" / "profile.json")) == tmp_path / "new" / "profile.json"
+    with pytest.raises(argparse.ArgumentTypeError, match="is a file, not a folder"):
+        output_folder(str(tmp_path / "file" / "results"))
+    with pytest.raises(argparse.ArgumentTypeError, match="is a folder, not a file"):
+        output_file(str(tmp_path))
+    assert not (tmp_path / "new").exists()  # checking writes nothing that stays
+
+
+def test_an_empty_list_means_none_and_names_come_from_their_set() -> None:
+    assert or_empty(names_of(["e2", "kv_cost"]))("") == []
+    assert or_empty(names_of(["e2", "kv_cost"]))("kv_cost,e2") == ["kv_cost", "e2"]
+    with pytest.raises(argparse.ArgumentTypeError, match="^nearest: each must be one of e2, kv_cost$"):
+        names_of(["e2", "kv_cost"])("e2,nearest")
