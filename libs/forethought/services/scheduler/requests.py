@@ -128,7 +128,7 @@ class PromptTokens:
                 raise NotFound(f"model: {error.details()}") from error
             if error.code() == grpc.StatusCode.INVALID_ARGUMENT:  # the prompt is at fault, not the tokenizer
                 self._record(True)
-                raise _as_prompt_field(invalid_argument_of(error), which) from error
+                raise _as_prompt_field(invalid_argument_of(error)) from error
             self._record(False, f"{error.code().name}: {error.details()}")
             raise Unavailable(f"tokenizer unavailable ({error.code().name}: {error.details()}); retry in "
                               f"{TOKENIZER_RETRY_S:g} s, or send token_ids", TOKENIZER_RETRY_S) from error
@@ -147,11 +147,12 @@ class PromptTokens:
         return StreamDetokenizer(self._tokenizer, model) if self._tokenizer is not None else None
 
 
-def _as_prompt_field(refusal: InvalidArgument, which: str) -> InvalidArgument:
+def _as_prompt_field(refusal: InvalidArgument) -> InvalidArgument:
     """The tokenizer's refusal of a prompt, naming the front door's field (``texts`` -> ``text``,
     ``messages`` -> ``chat.messages``)."""
-    field = "text" if which == "text" else f"chat.{refusal.field}" if refusal.field.startswith("messages") else refusal.field
-    return InvalidArgument(field, refusal.rule)
+    if refusal.field.startswith("texts"):
+        return InvalidArgument("text", refusal.rule)
+    return InvalidArgument(f"chat.{refusal.field}" if refusal.field.startswith("messages") else refusal.field, refusal.rule)
 
 
 class StreamDetokenizer:
