@@ -186,6 +186,15 @@ def test_the_front_doors_own_refusals_share_the_error_shape(sim_mesh: Mesh):
     assert status == 404 and body["error"]["type"] == "not_found_error"
 
 
+def test_a_prompt_too_long_for_the_engine_is_named_as_each_routes_prompt_parameter(sim_mesh: Mesh):
+    text = "hi " * 40_000  # about 40,000 tokens: past the sim engine's 32,768
+    status, _, body = http_json("POST", f"{sim_mesh.base_url}/completions", {"model": MODEL, "prompt": text, "max_tokens": 4})
+    assert status == 400 and body["error"]["param"] == "prompt", body
+    status, _, body = http_json("POST", f"{sim_mesh.base_url}/chat/completions",
+                                {"model": MODEL, "messages": [{"role": "user", "content": text}], "max_tokens": 4})
+    assert status == 400 and body["error"]["param"] == "messages", body  # OpenAI's parameter, not the completion's
+
+
 def test_an_unknown_model_is_404(sim_mesh: Mesh):
     with pytest.raises(openai.NotFoundError) as missing:
         client(sim_mesh).chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "hi"}], max_tokens=2)

@@ -182,6 +182,14 @@ def test_a_refused_scheduler_field_is_named_as_the_openai_parameter():
     assert http_error(grpc.StatusCode.INVALID_ARGUMENT, "x", "max_tokens").body["error"]["param"] == "max_tokens"
 
 
+def test_a_refused_prompt_is_named_as_the_routes_prompt_parameter():
+    for field in ("text", "token_ids.ids", "prompt_token_ids"):
+        assert http_error(grpc.StatusCode.INVALID_ARGUMENT, "x", field).body["error"]["param"] == "prompt"
+        assert http_error(grpc.StatusCode.INVALID_ARGUMENT, "x", field, prompt_param=Route.CHAT.prompt_param
+                          ).body["error"]["param"] == "messages"
+    assert http_error(grpc.StatusCode.INVALID_ARGUMENT, "x", "chat.messages").body["error"]["param"] == "messages"
+
+
 def test_a_retry_delay_becomes_retry_after_rounded_up():
     full = http_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "full", retry_after_s=0.4)
     assert full.headers == {"Retry-After": "1", "retry-after-ms": "400"}

@@ -191,12 +191,12 @@ class GenerationResponse(Response):
         # Every choice's first message before answering: a refusal is an HTTP status, not a broken stream.
         firsts = await asyncio.gather(*(call.read() for call in calls), return_exceptions=True)
         if failed := _first_failure(firsts):
-            return await _send_json(send, *_error_parts(http_error_of(failed)))
+            return await _send_json(send, *_error_parts(http_error_of(failed, self._route.prompt_param)))
         if not self._request.stream:
             collected = await asyncio.gather(*(_collect(call, first, answer) for call, first, answer in
                                                zip(calls, firsts, answers, strict=True)), return_exceptions=True)
             if failed := _first_failure(collected):
-                return await _send_json(send, *_error_parts(http_error_of(failed)))
+                return await _send_json(send, *_error_parts(http_error_of(failed, self._route.prompt_param)))
             return await _send_json(send, 200, answer_json(self._route, answers, self._logprobs),
                                     {REQUEST_ID_HEADER: generate.request_id})
         await send({"type": "http.response.start", "status": 200, "headers": [
@@ -220,7 +220,8 @@ class GenerationResponse(Response):
                     running -= 1
                     continue
                 if isinstance(reply, grpc.aio.AioRpcError):
-                    await send({"type": "http.response.body", "body": sse(http_error_of(reply).body), "more_body": True})
+                    refusal = http_error_of(reply, self._route.prompt_param)
+                    await send({"type": "http.response.body", "body": sse(refusal.body), "more_body": True})
                     failed = True
                     break
                 said = answers[index].add(reply)

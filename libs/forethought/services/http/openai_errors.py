@@ -27,8 +27,11 @@ HTTP_STATUS = {
 }
 """gRPC code -> (HTTP status, OpenAI error type); any other code is 500, ``server_error``."""
 
+PROMPT_FIELDS = ("text", "token_ids.ids", "prompt_token_ids")
+"""The scheduler's fields that hold the prompt as the route sent it: ``prompt`` of a completion, ``messages`` of a chat."""
+
 PARAMS = {
-    "text": "prompt", "token_ids.ids": "prompt", "prompt_token_ids": "prompt", "chat.messages": "messages",
+    "chat.messages": "messages",
     "sampling.temperature": "temperature", "sampling.top_p": "top_p", "sampling.top_k": "top_k",
     "sampling.seed": "seed", "sampling.stop": "stop", "sampling.stop_token_ids": "stop_token_ids",
     "sampling.presence_penalty": "presence_penalty", "sampling.frequency_penalty": "frequency_penalty",
@@ -52,18 +55,20 @@ def error_json(message: str, kind: str, param: str | None, code: str | None) -> 
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
-def http_error(code: grpc.StatusCode, message: str, field: str | None = None, retry_after_s: float | None = None) -> HttpError:
-    """The answer to a call that failed with ``code``; ``field``: the refused field, as the scheduler names it."""
+def http_error(code: grpc.StatusCode, message: str, field: str | None = None, retry_after_s: float | None = None,
+               prompt_param: str = "prompt") -> HttpError:
+    """The answer to a call that failed with ``code``; ``field``: the refused field, as the scheduler names it;
+    ``prompt_param``: the route's parameter holding the prompt."""
     status, kind = HTTP_STATUS.get(code, (500, "server_error"))
-    param = PARAMS.get(field, field) if field else None
+    param = prompt_param if field in PROMPT_FIELDS else PARAMS.get(field, field) if field else None
     headers = {}
     if retry_after_s is not None:
         headers = {"Retry-After": str(max(1, math.ceil(retry_after_s))), "retry-after-ms": str(round(retry_after_s * 1000))}
     return HttpError(status, error_json(message, kind, param, code.name.lower()), headers)
 
 
-def http_error_of(error: grpc.aio.AioRpcError) -> HttpError:
+def http_error_of(error: grpc.aio.AioRpcError, prompt_param: str = "prompt") -> HttpError:
     """The answer to a failed scheduler call, with the field and retry delay its status details carry."""
     code = error.code()
     field = invalid_argument_of(error).field if code == grpc.StatusCode.INVALID_ARGUMENT else None
-    return http_error(code, error.details() or code.name, field, retry_delay_of(error))
+    return http_error(code, error.details() or code.name, field, retry_delay_of(error), prompt_param)

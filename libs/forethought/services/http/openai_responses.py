@@ -42,6 +42,11 @@ class Route(enum.Enum):
         return self.value[0]
 
     @property
+    def prompt_param(self) -> str:
+        """The request parameter holding the prompt, which a refusal of the prompt names."""
+        return "messages" if self is Route.CHAT else "prompt"
+
+    @property
     def chunk_object(self) -> str:
         return self.value[1]
 
