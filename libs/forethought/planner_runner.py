@@ -18,7 +18,7 @@ from tqdm import tqdm
 from forethought.arguments import positive_seconds
 from forethought.cache import started_services
 from forethought.client import ClientError
-from forethought.client.jobs import AsyncJobClient, JobProgress
+from forethought.client.jobs import AsyncJobClient, JobProgress, require_the_same_job
 from forethought.domain import InvalidField
 from forethought.planner.job_file import JobFile, load_job_file
 
@@ -67,7 +67,13 @@ async def run(args: argparse.Namespace) -> int:
     if job_file is None:
         return 2
     async with AsyncJobClient(planner_address(args.planner), timeout_s=args.timeout) as jobs:
-        job_id = args.job_id if args.job_id and await jobs.planned(args.job_id) else ""
+        earlier = await jobs.planned(args.job_id) if args.job_id else None
+        try:
+            require_the_same_job(earlier, args.job_id, job_file.name)
+        except InvalidField as error:
+            print(f"forethought run: --job-id {error.rule}", file=sys.stderr)
+            return 2
+        job_id = args.job_id if earlier is not None else ""
         if not job_id:
             plan = await jobs.plan(job_file, job_id=args.job_id, preemption=not args.no_preemption,
                                    cost_profiles=args.profile)

@@ -19,6 +19,7 @@ import grpc
 from forethought.client.blocking import BlockingClient, blocking, blocking_stream
 from forethought.client.connection import ChannelClient, client_channel
 from forethought.client.results import ClientError
+from forethought.domain import InvalidField
 from forethought.planner.job_file import JobFile, load_job_file
 from forethought.rpc.access import bearer_metadata
 from forethought.rpc.errors import retry_delay_of
@@ -66,6 +67,7 @@ class JobProgress:
     running: tuple[str, ...]  # "<model> <replicas>x<gpus>" loaded on workers now
     stage_times: tuple[StageTime, ...]
     error: str
+    job_name: str = ""  # the planned job's name
 
     @property
     def finished(self) -> bool:
@@ -78,7 +80,16 @@ class JobProgress:
             reply.elapsed_s, reply.estimated_remaining_s, reply.stage, reply.stage_count,
             tuple(f"{placed.model} {placed.replicas}x{placed.gpus}" for placed in reply.running),
             tuple(StageTime(row.stage, row.estimated_s, row.actual_s) for row in reply.stage_times), reply.error,
+            reply.job_name,
         )
+
+
+def require_the_same_job(earlier: JobProgress | None, job_id: str, job_name: str) -> None:
+    """Raises InvalidField naming ``job_id`` when it holds a job planned from another file: following it would
+    run that job and ignore the file given."""
+    if earlier is not None and earlier.job_name and earlier.job_name != job_name:
+        raise InvalidField("job_id", f"{job_id!r} holds job {earlier.job_name!r}, not {job_name!r}: give that job's file "
+                                     "to follow it, or another id to plan this one")
 
 
 class AsyncJobClient(ChannelClient):
@@ -153,23 +164,26 @@ class AsyncJobClient(ChannelClient):
                        replan: bool = False) -> JobProgress:
         """Plans the job (unless ``job_id`` names one planned before), runs it and waits for its end;
         returns its last reading."""
-        if not job_id or not await self.planned(job_id):
-            job_id = (await self.plan(job, job_id=job_id)).job_id
+        job_file = job if isinstance(job, JobFile) else load_job_file(job)
+        earlier = await self.planned(job_id) if job_id else None
+        require_the_same_job(earlier, job_id, job_file.name)
+        if earlier is None:
+            job_id = (await self.plan(job_file, job_id=job_id)).job_id
         last = await self.run(job_id, max_tokens=max_tokens, max_prompt_tokens=max_prompt_tokens, replan=replan)
         async for progress in self.status(job_id):
             last = progress
         return last
 
-    async def planned(self, job_id: str) -> bool:
-        """Whether a job of this id was planned before (its state is kept)."""
+    async def planned(self, job_id: str) -> JobProgress | None:
+        """The job of this id as planned before (its state is kept); None when none was."""
         try:
-            async for _ in self.status(job_id, outage_s=0.0):  # a planner that is out says so at once
-                return True
+            async for progress in self.status(job_id, outage_s=0.0):  # a planner that is out says so at once
+                return progress
         except ClientError as error:
             if error.code == grpc.StatusCode.NOT_FOUND:
-                return False
+                return None
             raise
-        return False
+        return None
 
     @staticmethod
     async def _call(call: Any) -> Any:

@@ -211,7 +211,7 @@ class StatusRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., interval_s: _Optional[float] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("job_id", "state", "finished_requests", "total_requests", "elapsed_s", "estimated_remaining_s", "stage", "stage_count", "running", "stage_times", "error")
+    __slots__ = ("job_id", "state", "finished_requests", "total_requests", "elapsed_s", "estimated_remaining_s", "stage", "stage_count", "running", "stage_times", "error", "job_name")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     FINISHED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
@@ -223,6 +223,7 @@ class StatusResponse(_message.Message):
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     STAGE_TIMES_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    JOB_NAME_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     state: JobState
     finished_requests: int
@@ -234,7 +235,8 @@ class StatusResponse(_message.Message):
     running: _containers.RepeatedCompositeFieldContainer[ModelPlacement]
     stage_times: _containers.RepeatedCompositeFieldContainer[StageTime]
     error: str
-    def __init__(self, job_id: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., finished_requests: _Optional[int] = ..., total_requests: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., estimated_remaining_s: _Optional[float] = ..., stage: _Optional[int] = ..., stage_count: _Optional[int] = ..., running: _Optional[_Iterable[_Union[ModelPlacement, _Mapping]]] = ..., stage_times: _Optional[_Iterable[_Union[StageTime, _Mapping]]] = ..., error: _Optional[str] = ...) -> None: ...
+    job_name: str
+    def __init__(self, job_id: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., finished_requests: _Optional[int] = ..., total_requests: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., estimated_remaining_s: _Optional[float] = ..., stage: _Optional[int] = ..., stage_count: _Optional[int] = ..., running: _Optional[_Iterable[_Union[ModelPlacement, _Mapping]]] = ..., stage_times: _Optional[_Iterable[_Union[StageTime, _Mapping]]] = ..., error: _Optional[str] = ..., job_name: _Optional[str] = ...) -> None: ...
 
 class StageTime(_message.Message):
     __slots__ = ("stage", "estimated_s", "actual_s")

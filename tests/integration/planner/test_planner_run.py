@@ -310,11 +310,15 @@ def test_models_finishing_out_of_plan_are_adjusted_or_replanned(start_service, w
         assert [row.stage for row in status.stage_times] == [1, 2] and status.stage_times[1].actual_s > 0
 
 
-def test_the_blocking_job_client_plans_runs_and_follows_a_job_file(repo, start_service, workers):
+def test_the_blocking_job_client_plans_runs_and_follows_a_job_file(repo, start_service, workers, tmp_path):
     from forethought.client import ClientError
     from forethought.client.jobs import JobClient
+    from forethought.domain import InvalidField
 
     planner = start_service("planner")
+    other = tmp_path / "other.yaml"  # the same job under another name: another file
+    other.write_text((repo / "examples/jobs/chain_summary_small.yaml").read_text().replace(
+        "name: chain_summary_small", "name: other_summary"))
     with JobClient(planner.address, timeout_s=120) as jobs:
         finished = jobs.run_file(repo / "examples/jobs/chain_summary_small.yaml", job_id="client-1")
         assert (finished.job_id, finished.state, finished.finished_requests, finished.total_requests) == ("client-1", "DONE", 9, 9)
@@ -324,7 +328,14 @@ def test_the_blocking_job_client_plans_runs_and_follows_a_job_file(repo, start_s
         assert [progress.state for progress in jobs.status("client-1")][-1] == "DONE"
         with pytest.raises(ClientError) as refused:
             jobs.run("no-such-job")
+        with pytest.raises(InvalidField) as mixed:  # following client-1 would run it and ignore this file
+            jobs.run_file(other, job_id="client-1")
     assert refused.value.code == grpc.StatusCode.NOT_FOUND
+    assert mixed.value.field == "job_id" and "holds job 'chain_summary_small', not 'other_summary'" in mixed.value.rule
+    command = subprocess.run([sys.executable, "-m", "forethought.cli", "run", str(other), "--job-id", "client-1",
+                              "--planner", planner.address], capture_output=True, text=True, timeout=120)
+    assert command.returncode == 2
+    assert command.stderr.startswith("forethought run: --job-id 'client-1' holds job 'chain_summary_small', not 'other_summary'")
 
 
 def test_a_model_a_worker_holds_is_planned_without_its_load(start_service, redis_server, namespace):

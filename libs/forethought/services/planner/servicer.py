@@ -367,7 +367,7 @@ def status_message(stored: StoredJob, job: Job, finished: int, now: float) -> pl
         running=[planner_pb2.ModelPlacement(model=name, replicas=dp, gpus=tp) for name, (dp, tp) in record.running.items()],
         stage_times=[planner_pb2.StageTime(stage=index + 1, estimated_s=estimated, actual_s=actual)
                      for index, (estimated, actual) in enumerate(run.stage_times(now))],
-        error=record.error,
+        error=record.error, job_name=stored.job.name,
     )
 
 
