@@ -186,13 +186,14 @@ def test_a_stop_during_start_up_stops_everything_whatever_signals_it_inherited(
 
 def test_a_service_that_cannot_start_ends_up_in_one_line_and_leaves_nothing(tmp_path: Path):
     base = free_port_block(20)
-    env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path)}
+    # a setting only the scheduler reads, from the environment up passes on: up cannot check it first
+    env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path), "FORETHOUGHT_MAX_QUEUE": "0"}
     up = subprocess.run([sys.executable, "-m", "forethought.cli", "up", "--engine", "sim", "--base-port", str(base),
-                         "--http-port", str(base + 5), "--router", "no-such-router"], capture_output=True, text=True, timeout=120, env=env)
+                         "--http-port", str(base + 5)], capture_output=True, text=True, timeout=120, env=env)
     assert up.returncode == 1
     assert "Traceback" not in up.stdout + up.stderr
     assert "forethought up: scheduler exited during start-up; its log above says why; stopped everything" in up.stderr
-    assert "no-such-router" in up.stderr  # the scheduler's own line names the bad setting
+    assert "--max-queue / FORETHOUGHT_MAX_QUEUE = 0: must be >= 1" in up.stderr  # the scheduler's own line
 
 
 def test_a_predictor_folder_without_a_predictor_is_refused_in_one_line(tmp_path: Path):
