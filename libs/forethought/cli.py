@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from forethought.arguments import input_file, positive_seconds
+from forethought.arguments import input_file, positive_int, positive_number, positive_seconds
 from forethought.services import SERVICE_NAMES
 
 if TYPE_CHECKING:
@@ -237,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("rest", nargs=argparse.REMAINDER)
 
     up = commands.add_parser("up", help="start Redis, every service and N workers on this machine")
-    up.add_argument("--workers", type=int, default=None,
+    up.add_argument("--workers", type=positive_int, default=None,
                     help="workers to start (default: 1 with vllm, whose engine uses every core; 2 with sim)")
     up.add_argument("--engine", choices=("vllm", "sim"), default="vllm",
                     help="vllm serves real model text (default); sim is the native engine with modelled time, for load tests")
@@ -251,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--predictor-model", default=None,
                     help="predictor artifact folder (default: the fine-tuned one in ~/.cache/forethought/predictor "
                          "if trained, else the one the package ships)")
-    up.add_argument("--sim-speedup", type=float, default=1.0,
+    up.add_argument("--sim-speedup", type=positive_number, default=1.0,
                     help="with sim: modelled seconds per wall second (default 1, real time)")
     up.add_argument("--log-format", choices=("text", "json"), default="text",
                     help="every service's log lines: text (default) or one JSON object a line (docs/configuration.md)")

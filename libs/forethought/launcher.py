@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import ctypes
 import json
-import math
 import os
 import signal
 import subprocess
@@ -25,9 +24,10 @@ from pathlib import Path
 from forethought.cache import UP_STATE_FILE
 from forethought.cluster.ports import listen_failure
 from forethought.cluster.redis_server import RedisProcess, start_redis
-from forethought.queueing import POLICY_NAMES
-from forethought.routing import ROUTER_NAMES
+from forethought.config import ConfigError
 from forethought.rpc.channels import wait_until_serving
+from forethought.rpc.server import parse_settings
+from forethought.services import service_spec
 from forethought.services.http.readiness import wait_until_ready
 
 _PR_SET_PDEATHSIG = 1
@@ -75,6 +75,7 @@ class StopSignal:
 
 
 LOOPBACK = "127.0.0.1"  # every service of up listens here
+CHECKED_REDIS_URL = f"redis://{LOOPBACK}:6379/0"  # stands in for the Redis up starts, on a port known only then
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,6 @@ class UpOptions:
     sim_speedup: float = 1.0
     start_timeout_s: float = 180.0
     log_format: str = "text"
-    extra_worker_args: tuple[str, ...] = ()
 
 
 @dataclass
@@ -140,7 +140,7 @@ def plan_services(options: UpOptions, redis_url: str) -> list[tuple[str, str, li
         address = f"{LOOPBACK}:{worker_port + index}"
         plan.append((f"worker-{index}", address, [
             "worker", "--engine", options.engine, "--model", options.model, "--worker-id", f"worker-{index}",
-            "--sim-speedup", str(options.sim_speedup), *options.extra_worker_args,
+            "--sim-speedup", str(options.sim_speedup),
         ]))
     predictor = [f"--predictor-address={address}" for name, address, _ in plan if name == "predictor"]
     demand = next(address for name, address, _ in plan if name == "demand")
@@ -185,16 +185,14 @@ def planned_ports(options: UpOptions) -> list[tuple[str, int, str]]:
 
 
 def options_problem(options: UpOptions) -> str | None:
-    """What is wrong with ``up``'s options, or None: checked before anything starts, where a scheduler or
-    worker refusing its setting would stop ``up`` only once the rest had started."""
-    if options.workers < 1:
-        return f"--workers must be >= 1, got {options.workers}"
-    if options.router not in ROUTER_NAMES:
-        return f"--router {options.router!r}: must be one of {', '.join(ROUTER_NAMES)}"
-    if options.policy not in POLICY_NAMES:
-        return f"--policy {options.policy!r}: must be one of {', '.join(POLICY_NAMES)}"
-    if not (options.sim_speedup > 0 and math.isfinite(options.sim_speedup)):
-        return f"--sim-speedup {options.sim_speedup}: must be a number above 0"
+    """What is wrong with ``up``'s options, or None: checked before anything starts, where a service
+    refusing its setting would stop ``up`` only once the rest had started. Each service's flags as ``up``
+    would pass them, with ``up``'s environment, go through that service's own rules."""
+    for name, _, argv in plan_services(options, redis_url=CHECKED_REDIS_URL):
+        try:
+            parse_settings(service_spec(argv[0]), argv[1:])
+        except ConfigError as error:
+            return f"{name}: {error}"
     return port_plan_problem(options)
 
 

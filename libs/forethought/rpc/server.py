@@ -10,6 +10,7 @@ supervisor (Kubernetes, compose's restart policy) starts it again.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import logging
@@ -25,7 +26,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from forethought.cluster.ports import listen_failure, listen_rule
-from forethought.config import ConfigError, ServiceSettings, describe
+from forethought.config import ConfigError, MissingPrerequisite, ServiceSettings, add_arguments, describe, settings_from
 from forethought.rpc.interceptors import StatusInterceptor
 from forethought.telemetry.logs import configure_logging
 from forethought.telemetry.metrics import start_metrics_server
@@ -272,17 +273,19 @@ async def serve(spec: ServiceSpec, settings: ServiceSettings) -> int:
     return 1 if failures else 0
 
 
+def parse_settings(spec: ServiceSpec, argv: Sequence[str] | None = None) -> ServiceSettings:
+    """The service's validated settings from its flags (``argv``; None: the process's own), else the
+    environment, else the defaults; ``ConfigError`` names the first setting that breaks its rule."""
+    parser = argparse.ArgumentParser(prog=f"forethought serve {spec.name}", description=spec.description)
+    add_arguments(parser, spec.settings_type)
+    return settings_from(spec.settings_type, parser.parse_args(argv))
+
+
 def main(spec: ServiceSpec, argv: list[str] | None = None) -> int:
     """Entry point of ``forethought serve <name>`` and ``python -m forethought.services.<name>``."""
-    import argparse
-
-    from forethought.config import MissingPrerequisite, add_arguments, settings_from
-
     name = spec.name
-    parser = argparse.ArgumentParser(prog=f"forethought serve {name}", description=spec.description)
-    add_arguments(parser, spec.settings_type)
     try:
-        settings = settings_from(spec.settings_type, parser.parse_args(argv))
+        settings = parse_settings(spec, argv)
     except ConfigError as error:
         print(f"forethought {name}: {error}", file=sys.stderr)
         return 2

@@ -185,15 +185,41 @@ def test_a_stop_during_start_up_stops_everything_whatever_signals_it_inherited(
 
 
 def test_a_service_that_cannot_start_ends_up_in_one_line_and_leaves_nothing(tmp_path: Path):
+    import socket
+
     base = free_port_block(20)
-    # a setting only the scheduler reads, from the environment up passes on: up cannot check it first
-    env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path), "FORETHOUGHT_MAX_QUEUE": "0"}
-    up = subprocess.run([sys.executable, "-m", "forethought.cli", "up", "--engine", "sim", "--base-port", str(base),
-                         "--http-port", str(base + 5)], capture_output=True, text=True, timeout=120, env=env)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        metrics_port = held.getsockname()[1]
+        # a valid setting that fails only when a service binds it: up cannot check it first
+        env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path), "FORETHOUGHT_METRICS_PORT": str(metrics_port)}
+        up = subprocess.run([sys.executable, "-m", "forethought.cli", "up", "--engine", "sim", "--base-port", str(base),
+                             "--http-port", str(base + 5)], capture_output=True, text=True, timeout=120, env=env)
     assert up.returncode == 1
     assert "Traceback" not in up.stdout + up.stderr
-    assert "forethought up: scheduler exited during start-up; its log above says why; stopped everything" in up.stderr
-    assert "--max-queue / FORETHOUGHT_MAX_QUEUE = 0: must be >= 1" in up.stderr  # the scheduler's own line
+    assert re.search(r"forethought up: [\w, -]+ exited during start-up; its log above says why; stopped everything", up.stderr)
+    # the service's own line
+    assert f"--metrics-port / FORETHOUGHT_METRICS_PORT = {metrics_port}: must be a port this process can listen on" in up.stderr
+    assert not (tmp_path / "up.json").exists()
+
+
+@pytest.mark.parametrize(("flags", "environment", "line"), [
+    (["--router", "nearest"], {}, "forethought up: scheduler: invalid setting --router / FORETHOUGHT_ROUTER = 'nearest': must be one of"),
+    (["--sim-speedup", "0"], {}, "forethought up: error: argument --sim-speedup: must be a number above 0, not 0"),
+    (["--workers", "0"], {}, "forethought up: error: argument --workers: must be 1 or more, not 0"),
+    ([], {"FORETHOUGHT_MAX_QUEUE": "0"},
+     "forethought up: scheduler: invalid setting --max-queue / FORETHOUGHT_MAX_QUEUE = 0: must be >= 1"),
+], ids=["router", "sim-speedup", "workers", "a service's environment"])
+def test_a_setting_a_service_would_refuse_stops_up_before_it_starts_anything(
+        tmp_path: Path, flags: list[str], environment: dict[str, str], line: str):
+    env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path), **environment}
+    up = subprocess.run([sys.executable, "-m", "forethought.cli", "up", "--engine", "sim", *flags],
+                        capture_output=True, text=True, timeout=60, env=env)
+    assert up.returncode == 2
+    assert "starting Redis" not in up.stdout
+    assert "Traceback" not in up.stderr
+    assert up.stderr.splitlines()[-1].startswith(line)
 
 
 def test_a_predictor_folder_without_a_predictor_is_refused_in_one_line(tmp_path: Path):

@@ -1,5 +1,5 @@
 """`forethought up`'s options, checked before anything starts: each service a port of its own that it can dial,
-and the settings the services would refuse only once started."""
+and each service's flags and environment through that service's own rules."""
 
 from __future__ import annotations
 
@@ -30,13 +30,22 @@ def test_a_port_out_of_range_or_given_twice_is_named_with_its_flag(options, prob
 
 
 @pytest.mark.parametrize(("options", "problem"), [
-    (UpOptions(workers=0), "--workers must be >= 1, got 0"),
-    (UpOptions(router="nearest"), "--router 'nearest': must be one of e2, round_robin, least_load, cache_aware, kv_cost, weighted"),
-    (UpOptions(policy="lifo"), "--policy 'lifo': must be one of fcfs, ssjf, gittins, lstf, rtbe"),
-    (UpOptions(sim_speedup=0.0), "--sim-speedup 0.0: must be a number above 0"),
-    (UpOptions(sim_speedup=float("nan")), "--sim-speedup nan: must be a number above 0"),
+    (UpOptions(router="nearest"), "scheduler: invalid setting --router / FORETHOUGHT_ROUTER = 'nearest': must be one of "
+                                  "('e2', 'round_robin', 'least_load', 'cache_aware', 'kv_cost', 'weighted')"),
+    (UpOptions(policy="lifo"), "scheduler: invalid setting --policy / FORETHOUGHT_POLICY = 'lifo': must be one of "
+                               "('fcfs', 'ssjf', 'gittins', 'lstf', 'rtbe')"),
+    (UpOptions(sim_speedup=0.0), "worker-0: invalid setting --sim-speedup / FORETHOUGHT_SIM_SPEEDUP = 0.0: must be > 0"),
+    (UpOptions(sim_speedup=float("nan")), "worker-0: invalid setting --sim-speedup / FORETHOUGHT_SIM_SPEEDUP = 'nan': must be a number"),
     (UpOptions(http_port=0), "--http-port 0: must be in 1..65535"),  # then the ports
     (UpOptions(engine="sim", workers=2, router="kv_cost", policy="gittins", sim_speedup=5.0), None),
 ])
 def test_a_setting_a_service_would_refuse_is_named_before_anything_starts(options, problem):
     assert options_problem(options) == problem
+
+
+def test_the_services_rules_are_read_with_the_environment_up_passes_them(monkeypatch):
+    monkeypatch.setenv("FORETHOUGHT_MAX_QUEUE", "0")  # a setting only the scheduler reads
+    assert options_problem(UpOptions()) == "scheduler: invalid setting --max-queue / FORETHOUGHT_MAX_QUEUE = 0: must be >= 1"
+    monkeypatch.setenv("FORETHOUGHT_MAX_QUEUE", "64")
+    monkeypatch.setenv("FORETHOUGHT_LOG_LEVEL", "LOUD")  # every service reads it: the first to start is named
+    assert options_problem(UpOptions()).startswith("tokenizer: invalid setting --log-level / FORETHOUGHT_LOG_LEVEL = 'LOUD'")
