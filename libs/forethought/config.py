@@ -37,6 +37,11 @@ class ConfigError(ValueError):
         super().__init__(f"invalid setting {flag} / {env} = {value!r}: {rule}")
 
 
+def one_of(choices: Sequence[str]) -> str:
+    """The rule a setting outside ``choices`` breaks, naming them as a person would type them."""
+    return f"must be one of {', '.join(choices)}"
+
+
 def option(default: Any, help: str) -> Any:
     """A settings field with its help text."""
     return field(default=default, metadata={"help": help})
@@ -73,13 +78,13 @@ class ServiceSettings:
         if not -1 <= self.metrics_port <= 65535:
             raise ConfigError("metrics_port", "must be -1 (off) or in 0..65535", self.metrics_port)
         if self.otel_exporter not in EXPORTERS:
-            raise ConfigError("otel_exporter", f"must be one of {EXPORTERS}", self.otel_exporter)
+            raise ConfigError("otel_exporter", one_of(EXPORTERS), self.otel_exporter)
         if self.otel_exporter == "otlp" and not self.otel_endpoint:
             raise ConfigError("otel_endpoint", "is required when otel_exporter is otlp", "")
         if self.log_format not in LOG_FORMATS:
-            raise ConfigError("log_format", f"must be one of {LOG_FORMATS}", self.log_format)
+            raise ConfigError("log_format", one_of(LOG_FORMATS), self.log_format)
         if self.log_level.upper() not in LOG_LEVELS:
-            raise ConfigError("log_level", f"must be one of {LOG_LEVELS}", self.log_level)
+            raise ConfigError("log_level", one_of(LOG_LEVELS), self.log_level)
         if self.grace_s < 0:
             raise ConfigError("grace_s", "must be >= 0", self.grace_s)
         if bool(self.tls_cert) != bool(self.tls_key):

@@ -124,7 +124,7 @@ def test_a_bad_setting_stops_the_service_at_start_with_a_clear_message(tmp_path)
         capture_output=True, text=True, timeout=60,
     )
     assert result.returncode == 2
-    assert "--engine / FORETHOUGHT_ENGINE = 'tpu': must be one of ('sim', 'vllm', 'null')" in result.stderr
+    assert "--engine / FORETHOUGHT_ENGINE = 'tpu': must be one of sim, vllm, null" in result.stderr
 
 
 

@@ -205,7 +205,8 @@ def test_a_service_that_cannot_start_ends_up_in_one_line_and_leaves_nothing(tmp_
 
 
 @pytest.mark.parametrize(("flags", "environment", "line"), [
-    (["--router", "nearest"], {}, "forethought up: scheduler: invalid setting --router / FORETHOUGHT_ROUTER = 'nearest': must be one of"),
+    (["--router", "nearest"], {},
+     "forethought up: scheduler: invalid setting --router / FORETHOUGHT_ROUTER = 'nearest': must be one of e2, "),
     (["--sim-speedup", "0"], {}, "forethought up: error: argument --sim-speedup: must be a number above 0, not 0"),
     (["--workers", "0"], {}, "forethought up: error: argument --workers: must be 1 or more, not 0"),
     ([], {"FORETHOUGHT_MAX_QUEUE": "0"},

@@ -60,7 +60,7 @@ def test_booleans_parse_from_flags_and_environment():
          "reads: Invalid value for 'socket_timeout' in connection URL."),
         (["--grace-s", "-1"], "--grace-s / FORETHOUGHT_GRACE_S = -1.0: must be >= 0"),
         (["--grace-s", "nan"], "--grace-s / FORETHOUGHT_GRACE_S = 'nan': must be a number"),
-        (["--log-level", "LOUD"], "--log-level / FORETHOUGHT_LOG_LEVEL = 'LOUD': must be one of ('DEBUG', 'INFO', "),
+        (["--log-level", "LOUD"], "--log-level / FORETHOUGHT_LOG_LEVEL = 'LOUD': must be one of DEBUG, INFO, "),
     ],
     ids=["port-range", "port-type", "exporter", "otlp-endpoint", "redis-url", "redis-url-option", "grace", "grace-nan",
          "log-level"],

@@ -31,9 +31,9 @@ def test_a_port_out_of_range_or_given_twice_is_named_with_its_flag(options, prob
 
 @pytest.mark.parametrize(("options", "problem"), [
     (UpOptions(router="nearest"), "scheduler: invalid setting --router / FORETHOUGHT_ROUTER = 'nearest': must be one of "
-                                  "('e2', 'round_robin', 'least_load', 'cache_aware', 'kv_cost', 'weighted')"),
+                                  "e2, round_robin, least_load, cache_aware, kv_cost, weighted"),
     (UpOptions(policy="lifo"), "scheduler: invalid setting --policy / FORETHOUGHT_POLICY = 'lifo': must be one of "
-                               "('fcfs', 'ssjf', 'gittins', 'lstf', 'rtbe')"),
+                               "fcfs, ssjf, gittins, lstf, rtbe"),
     (UpOptions(sim_speedup=0.0), "worker-0: invalid setting --sim-speedup / FORETHOUGHT_SIM_SPEEDUP = 0.0: must be > 0"),
     (UpOptions(sim_speedup=float("nan")), "worker-0: invalid setting --sim-speedup / FORETHOUGHT_SIM_SPEEDUP = 'nan': must be a number"),
     (UpOptions(http_port=0), "--http-port 0: must be in 1..65535"),  # then the ports

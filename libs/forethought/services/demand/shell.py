@@ -17,7 +17,7 @@ import grpc
 
 from forethought.cluster.redis_client import connect_redis, wait_for_redis
 from forethought.cluster.registry import WorkerRegistry
-from forethought.config import ConfigError, ServiceSettings, option
+from forethought.config import ConfigError, ServiceSettings, one_of, option
 from forethought.costmodel import PROFILES, profile_names
 from forethought.demand import EXPECTED_EFFECTIVENESS, WALKS, BackendKind, BackendSpec
 from forethought.rpc.server import ServiceSpec, cancel_tasks, ended_task
@@ -51,7 +51,7 @@ class Settings(ServiceSettings):
     def validate(self) -> None:
         super().validate()
         if self.cost_profile not in PROFILES:
-            raise ConfigError("cost_profile", f"must be one of {', '.join(profile_names())}", self.cost_profile)
+            raise ConfigError("cost_profile", one_of(profile_names()), self.cost_profile)
         if self.walks < 1:
             raise ConfigError("walks", "must be >= 1", self.walks)
         if not 0 < self.prewarm_knob <= 1:

@@ -24,7 +24,7 @@ import grpc
 from forethought.access import QuotaLedger, TenantBook, tenants_of
 from forethought.cluster.redis_client import connect_redis, wait_for_redis
 from forethought.cluster.registry import WorkerRecord, WorkerRegistry, with_recent_heartbeats
-from forethought.config import ConfigError, ServiceSettings, option
+from forethought.config import ConfigError, ServiceSettings, one_of, option
 from forethought.documents import read_document
 from forethought.domain import InvalidField
 from forethought.prefix.redis_index import RedisPrefixIndex
@@ -100,9 +100,9 @@ class Settings(ServiceSettings):
             if getattr(self, name) < 1:
                 raise ConfigError(name, "must be >= 1", getattr(self, name))
         if self.router not in ROUTER_NAMES:
-            raise ConfigError("router", f"must be one of {ROUTER_NAMES}", self.router)
+            raise ConfigError("router", one_of(ROUTER_NAMES), self.router)
         if self.policy not in POLICY_NAMES:
-            raise ConfigError("policy", f"must be one of {POLICY_NAMES}", self.policy)
+            raise ConfigError("policy", one_of(POLICY_NAMES), self.policy)
         if self.aging_rate < 0:
             raise ConfigError("aging_rate", "must be >= 0", self.aging_rate)
         if self.tenants_file:

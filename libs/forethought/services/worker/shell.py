@@ -23,7 +23,7 @@ from prometheus_client import Counter
 from forethought.backends.protocol import EngineBackend
 from forethought.cluster.redis_client import connect_redis, wait_for_redis
 from forethought.cluster.registry import WorkerRecord, WorkerRegistry
-from forethought.config import ConfigError, ServiceSettings, option
+from forethought.config import ConfigError, ServiceSettings, one_of, option
 from forethought.costmodel import profile_names
 from forethought.domain import CacheEvent
 from forethought.prewarm import (
@@ -79,15 +79,15 @@ class Settings(ServiceSettings):
     def validate(self) -> None:
         super().validate()
         if self.engine not in ENGINES:
-            raise ConfigError("engine", f"must be one of {ENGINES}", self.engine)
+            raise ConfigError("engine", one_of(ENGINES), self.engine)
         if self.capacity < 1:
             raise ConfigError("capacity", "must be >= 1", self.capacity)
         if not 0 < self.heartbeat_s < self.heartbeat_ttl_s:
             raise ConfigError("heartbeat_s", "must be > 0 and below heartbeat_ttl_s", self.heartbeat_s)
         if self.sim_profile not in profile_names():
-            raise ConfigError("sim_profile", f"must be one of {profile_names()}", self.sim_profile)
+            raise ConfigError("sim_profile", one_of(profile_names()), self.sim_profile)
         if self.vllm_dtype not in VLLM_DTYPES:
-            raise ConfigError("vllm_dtype", f"must be one of {VLLM_DTYPES}", self.vllm_dtype)
+            raise ConfigError("vllm_dtype", one_of(VLLM_DTYPES), self.vllm_dtype)
         if self.sim_speedup <= 0:
             raise ConfigError("sim_speedup", "must be > 0", self.sim_speedup)
         if self.sim_load_s < 0:
