@@ -10,12 +10,24 @@ from __future__ import annotations
 
 import socket
 
+_HANDED_OUT: set[tuple[str, int]] = set()
+
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port that was free a moment ago."""
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
+    """A port that was free a moment ago and that this process has not been given before.
+
+    The system hands a just-closed port out again at random (two draws in a row match about once in
+    14,000), so a caller that takes two ports before binding either (a service's and its metrics') would
+    now and then get one port twice.
+    """
+    for _ in range(1000):
+        with socket.socket() as probe:
+            probe.bind((host, 0))
+            port = int(probe.getsockname()[1])
+        if (host, port) not in _HANDED_OUT:
+            _HANDED_OUT.add((host, port))
+            return port
+    raise RuntimeError(f"no port at {host} that this process has not been given already")
 
 
 def free_port_block(size: int, host: str = "127.0.0.1") -> int:

@@ -12,6 +12,11 @@ def test_a_free_port_and_port_zero_can_be_listened_on():
     assert listen_failure("127.0.0.1", 0) is None
 
 
+def test_free_port_never_hands_this_process_the_same_port_twice():
+    ports = [free_port() for _ in range(3000)]  # the system alone repeats about 300 of 3,000 draws
+    assert len(set(ports)) == len(ports)
+
+
 def test_a_port_another_socket_listens_on_is_in_use_whatever_address_it_listens_on():
     for holder_host in ("127.0.0.1", "0.0.0.0"):
         with socket.socket() as holder:
