@@ -64,11 +64,16 @@ class CacheMirror:
         """Records a placed prompt, then evicts LRU blocks past ``capacity`` (0: unknown, keep all)."""
         # Leaf first, so the prompt's root ends most recently used: the engine frees a finished
         # request's blocks tail first, and evicts leaves before the prefixes they extend.
+        blocks, horizon = self._blocks, now - window_s
         for block in reversed(block_hashes):
-            hits = self._blocks.pop(block, None) or deque()
-            recent_hits(hits, now, window_s)  # a block every prompt shares is never evicted: bound its uses here
+            hits = blocks.get(block)
+            if hits is None:
+                blocks[block] = hits = deque()
+            else:
+                blocks.move_to_end(block)
+                while hits and hits[0] < horizon:  # a block every prompt shares is never evicted: bound its uses here
+                    hits.popleft()
             hits.append(now)
-            self._blocks[block] = hits
         while capacity and len(self._blocks) > capacity:
             self._blocks.popitem(last=False)
 
@@ -170,10 +175,15 @@ class E2WorkerState:
     def release(self, request_id: str) -> None:
         """Forgets a finished request."""
         placed = self.requests.pop(request_id, None)
-        for block in placed.prompt_blocks if placed else ():
-            self.placed_blocks[block] -= 1
-            if self.placed_blocks[block] <= 0:
-                del self.placed_blocks[block]
+        if placed is None:
+            return
+        counts = self.placed_blocks
+        for block in placed.prompt_blocks:
+            left = counts[block] - 1
+            if left > 0:
+                counts[block] = left
+            else:
+                del counts[block]
 
     def expire(self, now: float, window_s: float) -> None:
         horizon = now - window_s
