@@ -188,11 +188,19 @@ def options_problem(options: UpOptions) -> str | None:
     """What is wrong with ``up``'s options, or None: checked before anything starts, where a service
     refusing its setting would stop ``up`` only once the rest had started. Each service's flags as ``up``
     would pass them, with ``up``'s environment, go through that service's own rules."""
+    metrics_ports: dict[int, list[str]] = {}
     for name, _, argv in plan_services(options, redis_url=CHECKED_REDIS_URL):
         try:
-            parse_settings(service_spec(argv[0]), argv[1:])
+            settings = parse_settings(service_spec(argv[0]), argv[1:])
         except ConfigError as error:
             return f"{name}: {error}"
+        if settings.metrics_port > 0:
+            metrics_ports.setdefault(settings.metrics_port, []).append(name)
+    for port, names in metrics_ports.items():
+        if len(names) > 1:  # up's environment reaches every service alike
+            return (f"--metrics-port / FORETHOUGHT_METRICS_PORT = {port} would be the metrics port of {len(names)} services "
+                    f"({', '.join(names)}); a port serves one process: set 0 (each service picks a free one and logs it) "
+                    "or -1 (off)")
     return port_plan_problem(options)
 
 

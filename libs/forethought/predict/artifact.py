@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from forethought.predict.buckets import QUANTILE_PERCENTS, LengthBuckets, ResidualSpread
@@ -155,17 +156,31 @@ class ForecasterConfig:
         )
 
 
+class UnreadableArtifact(ValueError):
+    """A predictor folder whose files do not load: a weights file cut short, a config without its fields."""
+
+
 def artifact_problem(directory: Path) -> str | None:
-    """Why ``directory`` holds no artifact this version can load; None when it holds one."""
+    """Why ``directory`` holds no artifact this version can load, as far as its config shows (the weights
+    are read only by ``Forecaster.load``); None when it holds one."""
     config_path = Path(directory) / "config.json"
     try:
         if not config_path.is_file():
             return f"no trained predictor in {directory}"
-        found = json.loads(config_path.read_text()).get("format", 1)
+        data = json.loads(config_path.read_text())
     except OSError as error:  # a name too long, no permission: the folder cannot hold a predictor either
         return f"cannot read {config_path}: {error.strerror}"
+    except ValueError as error:
+        return f"{config_path} is not JSON ({error})"
+    found = data.get("format", 1) if isinstance(data, dict) else None
     if found not in READABLE_FORMATS:
         return f"the predictor in {directory} has artifact format {found}, this version reads {READABLE_FORMATS}"
+    try:
+        ForecasterConfig.from_json(data)
+    except KeyError as missing:
+        return f"{config_path} lacks the field {missing}"
+    except (TypeError, ValueError) as error:
+        return f"{config_path} holds a value this version cannot read ({error})"
     return None
 
 
@@ -371,13 +386,21 @@ class Forecaster:
 
     @classmethod
     def load(cls, directory: Path) -> Forecaster:
-        from transformers import AutoTokenizer
-
+        """The artifact in ``directory``; ``UnreadableArtifact`` says why when it does not load."""
         directory = Path(directory)
         problem = artifact_problem(directory)
         if problem is not None:
-            raise ValueError(f"{problem}: train one with `forethought train-predictor`")
-        config = artifact_config(directory)
+            raise UnreadableArtifact(f"{problem}: train one with `forethought train-predictor`")
+        try:
+            return cls._load(directory, artifact_config(directory))
+        except (OSError, KeyError, RuntimeError, ValueError, SafetensorError) as error:
+            raise UnreadableArtifact(f"the predictor in {directory} does not load ({type(error).__name__}: {error}); "
+                                     "train it again with `forethought train-predictor`") from error
+
+    @classmethod
+    def _load(cls, directory: Path, config: ForecasterConfig) -> Forecaster:
+        from transformers import AutoTokenizer
+
         backbone_dir = config.backbone.directory(directory)
         backbone = _base_backbone(directory, config)
         if config.backbone_int8:

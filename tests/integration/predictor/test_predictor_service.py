@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import urllib.request
@@ -73,6 +74,20 @@ def test_reload_swaps_the_model_and_bad_input_names_the_field(stub, quick_artifa
     with pytest.raises(grpc.RpcError) as raised:
         stub.Reload(predictor_pb2.ReloadRequest(refit_head=True), timeout=30)
     assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION  # too few observations to refit
+
+
+def test_reloading_a_predictor_whose_weights_do_not_load_names_the_field_and_the_old_one_serves_on(stub, quick_artifact, tmp_path):
+    cut = tmp_path / "cut"
+    shutil.copytree(quick_artifact, cut)
+    (cut / "head.safetensors").write_bytes(b"not safetensors")
+    before = stub.Predict(predictor_pb2.PredictRequest(prompts=PROMPTS), timeout=60)
+    with pytest.raises(grpc.RpcError) as raised:
+        stub.Reload(predictor_pb2.ReloadRequest(model_dir=str(cut)), timeout=120)
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert raised.value.details().startswith(f"model_dir: must hold a predictor that loads (the predictor in {cut} does not load")
+    after = stub.Predict(predictor_pb2.PredictRequest(prompts=PROMPTS), timeout=60)
+    assert after.model_version == before.model_version
+    assert [forecast.mean for forecast in after.forecasts] == [forecast.mean for forecast in before.forecasts]
 
 
 def test_with_no_model_dir_the_service_starts_with_the_shipped_predictor(start_service, tmp_path):

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import pytest
 from forethought.cluster.ports import free_port, free_port_block
 from forethought.cluster.redis_server import start_redis
 from forethought.launcher import Cluster, tie_to_launcher
+from forethought.predict.shipped import SHIPPED_DIR
 from forethought.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 
@@ -185,22 +187,22 @@ def test_a_stop_during_start_up_stops_everything_whatever_signals_it_inherited(
 
 
 def test_a_service_that_cannot_start_ends_up_in_one_line_and_leaves_nothing(tmp_path: Path):
-    import socket
-
+    # a predictor whose config reads but whose weights are cut short: up cannot tell until the predictor loads them
+    cut = tmp_path / "cut-predictor"
+    shutil.copytree(SHIPPED_DIR, cut)
+    weights = cut / "backbone.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
     base = free_port_block(20)
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        held.listen()
-        metrics_port = held.getsockname()[1]
-        # a valid setting that fails only when a service binds it: up cannot check it first
-        env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path), "FORETHOUGHT_METRICS_PORT": str(metrics_port)}
-        up = subprocess.run([sys.executable, "-m", "forethought.cli", "up", "--engine", "sim", "--base-port", str(base),
-                             "--http-port", str(base + 5)], capture_output=True, text=True, timeout=120, env=env)
+    env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path)}
+    up = subprocess.run([sys.executable, "-m", "forethought.cli", "up", "--engine", "sim", "--base-port", str(base),
+                         "--http-port", str(base + 5), "--predictor-model", str(cut)],
+                        capture_output=True, text=True, timeout=120, env=env)
     assert up.returncode == 1
     assert "Traceback" not in up.stdout + up.stderr
-    assert re.search(r"forethought up: [\w, -]+ exited during start-up; its log above says why; stopped everything", up.stderr)
+    assert "forethought up: predictor exited during start-up; its log above says why; stopped everything" in up.stderr
     # the service's own line
-    assert f"--metrics-port / FORETHOUGHT_METRICS_PORT = {metrics_port}: must be a port this process can listen on" in up.stderr
+    assert (f"forethought predictor: cannot start: invalid setting --model-dir / FORETHOUGHT_MODEL_DIR = '{cut}': must hold "
+            f"a predictor that loads: the predictor in {cut} does not load (SafetensorError: ") in up.stdout + up.stderr
     assert not (tmp_path / "up.json").exists()
 
 
@@ -211,7 +213,10 @@ def test_a_service_that_cannot_start_ends_up_in_one_line_and_leaves_nothing(tmp_
     (["--workers", "0"], {}, "forethought up: error: argument --workers: must be 1 or more, not 0"),
     ([], {"FORETHOUGHT_MAX_QUEUE": "0"},
      "forethought up: scheduler: invalid setting --max-queue / FORETHOUGHT_MAX_QUEUE = 0: must be >= 1"),
-], ids=["router", "sim-speedup", "workers", "a service's environment"])
+    ([], {"FORETHOUGHT_METRICS_PORT": "9100"},
+     "forethought up: --metrics-port / FORETHOUGHT_METRICS_PORT = 9100 would be the metrics port of 8 services (tokenizer, "
+     "predictor, demand, planner, worker-0, worker-1, scheduler, http); a port serves one process: set 0"),
+], ids=["router", "sim-speedup", "workers", "a service's environment", "one metrics port for all"])
 def test_a_setting_a_service_would_refuse_stops_up_before_it_starts_anything(
         tmp_path: Path, flags: list[str], environment: dict[str, str], line: str):
     env = {**os.environ, "FORETHOUGHT_STATE_DIR": str(tmp_path), **environment}

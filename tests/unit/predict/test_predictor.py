@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import threading
 from pathlib import Path
 
@@ -166,6 +168,30 @@ def test_an_artifact_of_an_older_format_is_refused_with_the_fix(quick_artifact: 
     assert artifact_problem(tmp_path / "none") == f"no trained predictor in {tmp_path / 'none'}"
     with pytest.raises(ValueError, match="train-predictor"):
         Predictor.load(older)
+
+
+def test_a_config_without_its_fields_is_a_problem_named_before_any_weights_load(quick_artifact: Path, tmp_path: Path) -> None:
+    from forethought.predict.artifact import artifact_problem
+
+    config = json.loads((quick_artifact / "config.json").read_text())
+    for name, text in (("lacking", json.dumps({key: value for key, value in config.items() if key != "max_tokens"})),
+                       ("garbled", json.dumps(dict(config, formulation="sideways"))), ("cut", "{\"format\": 4, ")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(text)
+    assert artifact_problem(tmp_path / "lacking") == f"{tmp_path / 'lacking' / 'config.json'} lacks the field 'max_tokens'"
+    assert "holds a value this version cannot read ('sideways' is not a valid Formulation)" in artifact_problem(tmp_path / "garbled")
+    assert artifact_problem(tmp_path / "cut").startswith(f"{tmp_path / 'cut' / 'config.json'} is not JSON")
+
+
+def test_weights_cut_short_are_an_unreadable_artifact_naming_the_folder(quick_artifact: Path, tmp_path: Path) -> None:
+    from forethought.predict.artifact import HEAD_FILE, UnreadableArtifact
+
+    cut = tmp_path / "cut"
+    shutil.copytree(quick_artifact, cut)
+    head = cut / HEAD_FILE
+    head.write_bytes(head.read_bytes()[:100])
+    with pytest.raises(UnreadableArtifact, match=f"the predictor in {re.escape(str(cut))} does not load \\(SafetensorError: "):
+        Predictor.load(cut)
 
 
 def test_a_folder_name_too_long_to_open_is_a_problem_not_a_crash(tmp_path: Path) -> None:

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import grpc
 
-from forethought.domain import require
+from forethought.domain import InvalidField, require
 from forethought.predict import (
     BatchingPredictor,
     ConversationHistory,
     LengthForecast,
     Predictor,
 )
-from forethought.predict.artifact import artifact_problem
+from forethought.predict.artifact import UnreadableArtifact, artifact_problem
 from forethought.rpc.errors import FailedPrecondition
 from forethought.services.predictor.metrics import observe_prompts
 from forethought.v1 import predictor_pb2, predictor_pb2_grpc
@@ -76,7 +76,10 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServiceServicer):
                 except (OSError, ValueError) as error:  # a name too long, a NUL byte: no folder at all
                     problem = f"not a readable path: {error}"
                 require(problem is None, "model_dir", f"must be a trained predictor folder of this version ({problem})")
-                version = await asyncio.to_thread(self._predictor.reload, folder)
+                try:
+                    version = await asyncio.to_thread(self._predictor.reload, folder)
+                except UnreadableArtifact as error:  # the one serving goes on
+                    raise InvalidField("model_dir", f"must hold a predictor that loads ({error})") from error
             else:
                 require(request.refit_head, "refit_head", "must be true when set")
                 try:

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from forethought.cache import PREDICTOR_DIR
-from forethought.config import ConfigError, ServiceSettings, option
+from forethought.config import ConfigError, MissingPrerequisite, ServiceSettings, option
 from forethought.predict import (
     BatchingPredictor,
     Predictor,
 )
-from forethought.predict.artifact import artifact_problem
+from forethought.predict.artifact import UnreadableArtifact, artifact_problem
 from forethought.predict.shipped import resolve_predictor
 from forethought.rpc.server import PlainService, ServiceSpec
 from forethought.services.predictor.metrics import observe_batch
@@ -49,7 +49,12 @@ def build(settings: Settings) -> PlainService:
     choice = resolve_predictor(Path(settings.model_dir) if settings.model_dir else None)
     log.info("forecasting with the %s", choice.description)
     observations = Path(settings.observations_path).expanduser() if settings.observations_path else None
-    predictor = Predictor.load(choice.directory, observations_path=observations)
+    try:
+        predictor = Predictor.load(choice.directory, observations_path=observations)
+    except UnreadableArtifact as error:
+        if settings.model_dir:
+            raise ConfigError("model_dir", f"must hold a predictor that loads: {error}", settings.model_dir) from error
+        raise MissingPrerequisite(f"the {choice.description} does not load: {error}") from error
     # the first forecast would otherwise record the traced forward, past the scheduler's forecast timeout
     predictor.warm_up()
     batching = BatchingPredictor(predictor.predict, max_batch=settings.max_batch, max_wait_s=settings.max_wait_ms / 1000,
