@@ -41,8 +41,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-from forethought.arguments import input_file, listed, names_of, positive_int, positive_number
+from forethought.arguments import input_file, listed, names_of, non_negative_int, positive_int, positive_number
 from forethought.costmodel import get_profile
+from forethought.domain import ServiceClass
 from forethought.domain.block_hashes import chained_block_hashes
 from forethought.engine.core import EngineConfig
 from forethought.routing import ROUTER_NAMES
@@ -74,6 +75,9 @@ BLOCK_SIZE = 16
 KV_BLOCKS = 4096
 """65,536 cached tokens per engine: a fraction of a workload's prompts, so caches fill and placement decides what
 stays (the full A100 capacity would hold a whole workload and also makes each simulated iteration slower)."""
+PRIORITY_GROUPS = EngineConfig.priority_groups
+"""Preble's P (section 4.3), the engine's default. The engine orders waiting best-effort requests by these
+groups and real-time ones by deadline, so with the default RT requests (no objectives) P changes nothing."""
 
 
 E2_HISTORY_WINDOW_S = 30.0
@@ -332,18 +336,29 @@ def threshold_label(threshold: float) -> str:
     return f"e2 Th_bal={threshold:g}"
 
 
-def cluster_config(scenario: Scenario, engines: int, run: RouterRun, kv_capacity_tokens: int | None = None) -> ClusterConfig:
+def cluster_config(scenario: Scenario, engines: int, run: RouterRun, kv_capacity_tokens: int | None = None,
+                   priority_groups: int = PRIORITY_GROUPS) -> ClusterConfig:
     """The real trace's engines hold the profile's stated KV capacity (111,616 tokens: its prompts average
     12k tokens, so 4,096 blocks would hold about five); the synthetic workloads' hold ``KV_BLOCKS``;
-    ``kv_capacity_tokens`` overrides both."""
-    return ClusterConfig(engines=engines, profile=PROFILE, engine=EngineConfig(num_blocks=KV_BLOCKS, block_size=BLOCK_SIZE),
+    ``kv_capacity_tokens`` overrides both. ``priority_groups``: Preble's P of the engines' local order."""
+    engine = EngineConfig(num_blocks=KV_BLOCKS, block_size=BLOCK_SIZE, priority_groups=priority_groups)
+    return ClusterConfig(engines=engines, profile=PROFILE, engine=engine,
                          use_profile_capacity=scenario.name == "mooncake-trace", kv_capacity_tokens=kv_capacity_tokens,
                          router=run.router, router_options=run.options, queue_policy="fcfs")
 
 
 def run_one(workload: Workload, scenario: Scenario, engines: int, run: RouterRun,
-            kv_capacity_tokens: int | None = None) -> SimulationResult:
-    return build_simulator(workload, cluster_config(scenario, engines, run, kv_capacity_tokens)).run()
+            kv_capacity_tokens: int | None = None, priority_groups: int = PRIORITY_GROUPS) -> SimulationResult:
+    return build_simulator(workload, cluster_config(scenario, engines, run, kv_capacity_tokens, priority_groups)).run()
+
+
+def with_service_class(workload: Workload, service_class: ServiceClass) -> Workload:
+    """Every request and conversation turn of ``workload`` in ``service_class``."""
+    def retag(request: TraceRequest) -> TraceRequest:
+        return replace(request, service_class=service_class)
+
+    return replace(workload, requests=tuple(map(retag, workload.requests)),
+                   conversations=tuple(replace(c, turns=tuple(map(retag, c.turns))) for c in workload.conversations))
 
 
 def positive_tokens(text: str) -> int:
@@ -449,6 +464,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kv-capacity-tokens", type=positive_tokens, default=None,
                         help="KV tokens each engine holds, for every workload (default: the profile's for "
                              f"mooncake-trace, {KV_BLOCKS * BLOCK_SIZE} for the others)")
+    parser.add_argument("--service-class", choices=("rt", "be"), default="rt",
+                        help="every request's class: rt (no objectives, so each engine serves its waiting requests in "
+                             "arrival order) or be (the mesh's class for a request naming none: each engine orders "
+                             "its waiting requests by Preble's priority groups)")
+    parser.add_argument("--priority-groups", type=non_negative_int, default=PRIORITY_GROUPS,
+                        help=f"Preble's P, the engines' priority groups of best-effort requests (0: arrival order; "
+                             f"default {PRIORITY_GROUPS})")
     parser.add_argument("--quick", action="store_true", help="100 requests, 4 engines: a smoke run")
     add_output_argument(parser, "e2")
     args = parser.parse_args(argv)
@@ -474,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
     results: list[RunResult] = []
     bounds: dict[tuple[tuple[str, int, int], ...], dict[str, RequestRecord]] = {}  # by the requests' contents
     for scenario, engines in cases:
-        workload = build_workload(scenario, engines, count, traces, args.seed)
+        workload = with_service_class(build_workload(scenario, engines, count, traces, args.seed), ServiceClass[args.service_class.upper()])
         ideal = ideal_hit_ratio(workload)
         # The rates re-time the same requests: their bound is computed once.
         contents = tuple((r.request_id, r.prompt_tokens, r.output_tokens) for r in every_request(workload))
@@ -482,7 +504,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{scenario.name}: the contention-free bound of {len(contents)} requests", file=sys.stderr, flush=True)
             bounds[contents] = contention_free_bound(workload, cluster_config(scenario, engines, runs[0], args.kv_capacity_tokens))
         for run in runs:
-            served = run_one(workload, scenario, engines, run, args.kv_capacity_tokens)
+            served = run_one(workload, scenario, engines, run, args.kv_capacity_tokens, args.priority_groups)
             results.append(result := run_result(served, bounds[contents], scenario, engines, run.label, ideal))
             print(f"[{sum(r.router != BOUND for r in results)}/{len(cases) * len(runs)}] {scenario.name} "
                   f"{scenario.rate_per_engine:g}/s per engine, {engines} engines, {run.label}: "
@@ -494,7 +516,8 @@ def main(argv: list[str] | None = None) -> int:
     command = " ".join(["forethought bench e2", *(argv if argv is not None else sys.argv[1:])])
     preamble = (f"E2 vs baselines in the cluster simulator ({PROFILE} cost profile, also E2's time functions; "
                 f"E2's H {args.e2_history_window or E2_HISTORY_WINDOW_S:g} s; "
-                f"{kv_blocks_stated(args.kv_capacity_tokens)}; FCFS "
+                f"{kv_blocks_stated(args.kv_capacity_tokens)}; requests {args.service_class.upper()} without objectives, "
+                f"P = {args.priority_groups} priority groups for BE; FCFS "
                 f"global queue, {count} requests per run (ShareGPT: {count // 2} turns; mooncake-trace: the first "
                 f"{count} of {traces.mooncake.name if traces.mooncake else 'the trace'}), seed {args.seed}). "
                 f"Command: `{command.strip()}`. Ratios: round-robin's latency / the router's; the aim is 2x mean "

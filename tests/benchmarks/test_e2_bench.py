@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from forethought.costmodel import get_profile
+from forethought.domain import ServiceClass
 from forethought.sim.config import build_simulator
 from forethought.workloads.azure import azure_arrivals
 from forethought.workloads.workload import TokenSegment, TraceRequest, Workload
@@ -27,7 +28,9 @@ from benchmarks.e2 import (
     default_workloads,
     main,
     router_runs,
+    run_one,
     synthetic_mooncake_records,
+    with_service_class,
 )
 
 
@@ -168,3 +171,19 @@ def test_the_bound_serves_each_request_alone_with_every_earlier_prefix_cached() 
     assert bound["first"].cached_prompt_tokens == 0
     assert bound["second"].cached_prompt_tokens == 1024  # the first one's prefix, whole blocks
     assert bound["second"].ttft_s < bound["first"].ttft_s
+
+
+def test_priority_groups_order_best_effort_requests_and_leave_real_time_ones_in_arrival_order() -> None:
+    scenario = Scenario("toolprompt", 8.0)  # round-robin queues here, so each engine has requests to order
+    workload = build_workload(scenario, 2, 120, Traces(None, None), 0)
+    run = RouterRun("round_robin", "round_robin", {})
+
+    def ttfts(service_class: ServiceClass, priority_groups: int) -> dict[str, float]:
+        served = run_one(with_service_class(workload, service_class), scenario, 2, run, None, priority_groups)
+        assert {record.service_class for record in served.records} == {service_class}
+        return {record.request_id: record.ttft_s for record in served.records}
+
+    assert ttfts(ServiceClass.RT, 10) == ttfts(ServiceClass.RT, 0)  # RT go by deadline: none here, so by arrival
+    grouped, arrival = ttfts(ServiceClass.BE, 10), ttfts(ServiceClass.BE, 0)
+    assert grouped != arrival
+    assert sum(grouped.values()) < sum(arrival.values())  # well-cached prompts first: less prefill ahead of each
