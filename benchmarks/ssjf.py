@@ -269,8 +269,10 @@ def score_heldout(model_dir: Path, path: Path) -> None:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    from forethought.predict.shipped import predictor_folder
+
     parser = argparse.ArgumentParser(prog="forethought bench ssjf", description="SSJF vs FCFS vs oracle SJF")
-    parser.add_argument("--model", type=Path, default=None,
+    parser.add_argument("--model", type=predictor_folder, default=None,
                         help="predictor artifact folder (default: the fine-tuned one if trained, else the shipped one)")
     parser.add_argument("--requests", type=positive_int, default=1000)
     parser.add_argument("--continuous-requests", type=non_negative_int, default=0,
@@ -300,6 +302,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from forethought.predict.artifact import UnreadableArtifact
     from forethought.predict.shipped import resolve_predictor
 
     args = parse_args(argv)
@@ -310,10 +313,13 @@ def main(argv: list[str] | None = None) -> int:
         args.model = resolve_predictor(args.model).directory
     except ValueError as error:
         raise MissingPrerequisite(f"--model: {error}") from error
-    if args.castillo is not None:
-        jobs = castillo_jobs(args.model, args.castillo, args.requests, args.seed, args.max_output_tokens)
-    else:
-        jobs = load_jobs(args.model, args.requests, args.seed)
+    try:
+        if args.castillo is not None:
+            jobs = castillo_jobs(args.model, args.castillo, args.requests, args.seed, args.max_output_tokens)
+        else:
+            jobs = load_jobs(args.model, args.requests, args.seed)
+    except UnreadableArtifact as error:
+        raise MissingPrerequisite(f"--model: {error}") from error
     base_arrivals = azure_arrivals("conv", len(jobs), 1.0, args.data_dir)  # 1 request/s: each load divides it
     loads = args.loads
     schedulers = [

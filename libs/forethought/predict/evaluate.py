@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from forethought.arguments import input_file
-from forethought.predict.artifact import Forecaster
+from forethought.predict.artifact import Forecaster, UnreadableArtifact
 from forethought.predict.buckets import ResidualSpread
 from forethought.predict.castillo import LengthPair, by_model, castillo_splits, load_pairs
 from forethought.predict.embedding_cache import EmbeddingCache
@@ -53,7 +53,7 @@ from forethought.predict.metrics import (
 )
 from forethought.predict.proxy import Formulation, ProxyLengthModel, training_targets
 from forethought.predict.sharegpt import LengthSample, load_samples
-from forethought.predict.shipped import SHIPPED_DIR, resolve_predictor
+from forethought.predict.shipped import SHIPPED_DIR, predictor_folder, resolve_predictor
 from forethought.predict.train import (
     EMBEDDINGS_DIR,
     TrainConfig,
@@ -264,7 +264,7 @@ def evaluate_castillo(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", type=Path, default=None, help="predictor folder (default: the one the service loads)")
+    parser.add_argument("--model", type=predictor_folder, default=None, help="predictor folder (default: the one the service loads)")
     parser.add_argument("--compare", type=Path, nargs="*", default=[], help="predictor folders whose recorded scores join the table")
     parser.add_argument("--prompts", type=int, default=64, help="held-out prompts timed")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
@@ -280,7 +280,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     choice = resolve_predictor(args.model)
-    forecaster = Forecaster.load(choice.directory)
+    try:
+        forecaster = Forecaster.load(choice.directory)
+    except UnreadableArtifact as error:
+        parser.exit(2, f"{parser.prog}: --model: {error}\n")
     print(f"{choice.description}, v{forecaster.config.version} ({forecaster.config.formulation.value})\n")
     if args.castillo is not None:
         print("each cell: forecast / ceiling (an oracle knowing each pair's mean length)\n")

@@ -10,6 +10,7 @@ so once one of the current artifact format is there, it is the one loaded.
 
 from __future__ import annotations
 
+import argparse
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,15 @@ class PredictorChoice:
 
     directory: Path
     description: str
+
+
+def predictor_folder(text: str) -> Path:
+    """An argparse type: a folder holding a predictor this version can load, as far as its config shows."""
+    directory = Path(text).expanduser()
+    problem = artifact_problem(directory)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{problem}: `forethought train-predictor` trains one")
+    return directory
 
 
 def resolve_predictor(explicit: Path | None = None, fine_tuned: Path = PREDICTOR_DIR) -> PredictorChoice:

@@ -24,12 +24,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from forethought.predict.artifact import EncoderRuntime, Forecaster
+from forethought.predict.artifact import EncoderRuntime, Forecaster, UnreadableArtifact
 from forethought.predict.castillo import LengthPair, load_pairs
 from forethought.predict.evaluate import OVERALL, castillo_rows, pair_forecasts, scored_pairs
 from forethought.predict.history import NO_HISTORY
 from forethought.predict.metrics import PairReport
-from forethought.predict.shipped import resolve_predictor
+from forethought.predict.shipped import predictor_folder, resolve_predictor
 
 
 def latencies_ms(forecaster: Forecaster, pairs: list[LengthPair]) -> np.ndarray:
@@ -86,7 +86,8 @@ def speed_rows(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--castillo", type=Path, required=True, help="CASTILLO-format file (its validate split is used)")
-    parser.add_argument("--model", type=Path, nargs="*", default=[], help="predictor folders (default: the one the service loads)")
+    parser.add_argument("--model", type=predictor_folder, nargs="*", default=[],
+                        help="predictor folders (default: the one the service loads)")
     parser.add_argument("--windows", type=int, nargs="+", default=[128, 64, 32], help="token windows to try")
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
     parser.add_argument("--prompts", type=int, default=200, help="prompts timed per setting")
@@ -101,8 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|---|---|")
     for directory in args.model or [None]:
         choice = resolve_predictor(directory)
-        for row in speed_rows(Forecaster.load(choice.directory), str(directory or "default"), pairs, args.windows,
-                              args.prompts, args.scored_prompts):
+        try:
+            forecaster = Forecaster.load(choice.directory)
+        except UnreadableArtifact as error:
+            parser.exit(2, f"{parser.prog}: --model: {error}\n")
+        for row in speed_rows(forecaster, str(directory or "default"), pairs, args.windows, args.prompts, args.scored_prompts):
             print(row, flush=True)
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -14,7 +15,7 @@ import pytest
 import torch
 from forethought.predict import NO_HISTORY, ConversationHistory, Predictor
 from forethought.predict.artifact import DELTA_FILE, HEAD_FILE, LEGACY_HEAD_FILE, WORDS_FILE, BackboneSource
-from forethought.predict.shipped import SHIPPED_DIR, resolve_predictor
+from forethought.predict.shipped import SHIPPED_DIR, predictor_folder, resolve_predictor
 from forethought.predict.train_castillo import SHIPPED_CASTILLO
 from safetensors.torch import load_file
 
@@ -101,6 +102,22 @@ def test_an_explicit_folder_wins_and_must_hold_a_predictor(quick_artifact: Path,
     assert resolve_predictor(quick_artifact, fine_tuned=tmp_path).directory == quick_artifact
     with pytest.raises(ValueError, match=r"no trained predictor in .*nowhere: `forethought train-predictor`"):
         resolve_predictor(tmp_path / "nowhere", fine_tuned=quick_artifact)
+
+
+def test_a_predictor_flag_names_a_folder_without_one_and_a_cut_one_stops_the_command_in_one_line(
+        quick_artifact: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from forethought.predict.evaluate import main as evaluate
+
+    assert predictor_folder(str(quick_artifact)) == quick_artifact
+    with pytest.raises(argparse.ArgumentTypeError, match=r"no trained predictor in .*nowhere: `forethought train-predictor`"):
+        predictor_folder(str(tmp_path / "nowhere"))
+    cut = tmp_path / "cut"
+    shutil.copytree(quick_artifact, cut)
+    (cut / HEAD_FILE).write_bytes(b"cut short")
+    with pytest.raises(SystemExit) as stopped:
+        evaluate(["--model", str(cut)])
+    assert stopped.value.code == 2
+    assert f"--model: the predictor in {cut} does not load (SafetensorError: " in capsys.readouterr().err
 
 
 def test_an_artifact_with_its_head_as_a_torch_pickle_still_loads(quick_artifact: Path, tmp_path: Path) -> None:
