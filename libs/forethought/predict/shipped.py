@@ -32,11 +32,10 @@ class PredictorChoice:
 
 def predictor_folder(text: str) -> Path:
     """An argparse type: a folder holding a predictor this version can load, as far as its config shows."""
-    directory = Path(text).expanduser()
-    problem = artifact_problem(directory)
-    if problem is not None:
-        raise argparse.ArgumentTypeError(f"{problem}: `forethought train-predictor` trains one")
-    return directory
+    try:
+        return resolve_predictor(Path(text)).directory
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def resolve_predictor(explicit: Path | None = None, fine_tuned: Path = PREDICTOR_DIR) -> PredictorChoice:
