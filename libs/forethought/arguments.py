@@ -22,6 +22,14 @@ def input_file(text: str) -> Path:
     return path
 
 
+def input_folder(text: str) -> Path:
+    """A folder to read: it must exist and not be a file."""
+    path = Path(text).expanduser()
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: {'is a file, not a folder' if path.is_file() else 'no such folder'}")
+    return path
+
+
 def _writable(text: str, path: Path) -> None:
     """Refuses ``path`` unless the nearest folder on it that exists takes a new file (the missing ones are
     made when the file is written): a run of minutes to hours would end in a traceback when it came to write."""

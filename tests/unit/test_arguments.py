@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 import pytest
-from forethought.arguments import input_file, names_of, or_empty, output_file, output_folder, positive_seconds
+from forethought.arguments import input_file, input_folder, names_of, or_empty, output_file, output_folder, positive_seconds
 
 
 def test_an_input_file_is_a_file_that_exists(tmp_path: Path) -> None:
@@ -17,6 +17,15 @@ def test_an_input_file_is_a_file_that_exists(tmp_path: Path) -> None:
         input_file(str(tmp_path / "missing.yaml"))
     with pytest.raises(argparse.ArgumentTypeError, match=r": is a folder, not a file$"):
         input_file(str(tmp_path))
+
+
+def test_an_input_folder_is_a_folder_that_exists(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    assert input_folder(str(tmp_path)) == tmp_path
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^.*missing: no such folder$"):
+        input_folder(str(tmp_path / "missing"))
+    with pytest.raises(argparse.ArgumentTypeError, match=r": is a file, not a folder$"):
+        input_folder(str(tmp_path / "file"))
 
 
 @pytest.mark.parametrize("text", ["0", "-1", "nan", "inf", "-inf", "soon", ""])

@@ -24,13 +24,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from forethought.arguments import input_file
+from forethought.arguments import input_file, input_folder
 from forethought.cache import CACHE_ROOT, PREDICTOR_DIR
 from forethought.predict.artifact import (
     BackboneSource,
     EncoderRuntime,
     Forecaster,
     ForecasterConfig,
+    UnreadableArtifact,
     artifact_problem,
 )
 from forethought.predict.buckets import LengthBuckets, ResidualSpread
@@ -335,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="train the model-aware predictor on this CASTILLO-format file instead (train split; scored on validate)")
     parser.add_argument("--max-tokens", type=int, default=None, help="--castillo: MiniLM tokens read (the prompt's last)")
     parser.add_argument("--int8", action="store_true", help="--castillo: the backbone's Linear layers in dynamic int8 (faster)")
-    parser.add_argument("--backbone", type=Path, default=None,
+    parser.add_argument("--backbone", type=input_folder, default=None,
                         help="--castillo: fit the head on this fine-tuned MiniLM (python -m forethought.predict.finetune_castillo)")
     parser.add_argument("--backbone-layers", type=int, default=None,
                         help="--castillo: keep the backbone's first N transformer layers (default: all; the shipped predictor: 4)")
@@ -359,8 +360,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.backbone_layers is not None and not 1 <= args.backbone_layers <= 6:
         parser.error(f"--backbone-layers must be 1..6 (MiniLM-L6's layers), got {args.backbone_layers}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.backbone is not None and artifact_problem(args.backbone) is None and not (args.int8 or args.shipped):
+        parser.error(f"--backbone {args.backbone} is a predictor artifact, whose backbone is int8: add --int8")
     if args.castillo is not None:
-        return castillo_main(args)
+        return castillo_main(args, parser)
     config = replace(QUICK if args.quick else SHIPPED if args.shipped else TrainConfig(), seed=args.seed)
     if args.formulation:
         config = replace(config, formulation=args.formulation)
@@ -373,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def castillo_main(args: argparse.Namespace) -> int:
+def castillo_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from forethought.predict.train_castillo import SHIPPED_CASTILLO, CastilloConfig, train_castillo
 
     changes = {"max_tokens": args.max_tokens, "validate_train_share": args.validate_train_share, "backbone_int8": args.int8 or None,
@@ -384,7 +387,10 @@ def castillo_main(args: argparse.Namespace) -> int:
     config = replace(base, seed=args.seed, **{name: value for name, value in changes.items() if value is not None})
     out = args.out or (SHIPPED_DIR if args.shipped else DEFAULT_ARTIFACT_DIR)
     started = time.perf_counter()
-    _, table = train_castillo(args.castillo, out, config)
+    try:
+        _, table = train_castillo(args.castillo, out, config)
+    except UnreadableArtifact as error:
+        parser.exit(2, f"{parser.prog}: --backbone: {error}\n")
     print("each cell: forecast / ceiling (an oracle knowing each pair's mean length), scored validate prompts\n")
     print(table)
     print(f"\ntrained in {time.perf_counter() - started:.0f} s; artifact: {out}")

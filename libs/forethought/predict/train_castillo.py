@@ -30,12 +30,14 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 
 from forethought.predict.artifact import (
     BackboneSource,
     EncoderRuntime,
     Forecaster,
     ForecasterConfig,
+    UnreadableArtifact,
     artifact_config,
     artifact_problem,
     int8_backbone,
@@ -209,14 +211,45 @@ def fit_pair_head(
     return best[2][0], best[2][1], best[1]
 
 
+def fitting_backbone(config: CastilloConfig) -> torch.nn.Module:
+    """The backbone the head is fitted on: ``config.backbone_dir``'s (a predictor artifact's int8 backbone,
+    or a MiniLM fine-tuned by ``finetune_castillo``), else the packaged MiniLM; cut to its first
+    ``config.backbone_layers`` layers.
+
+    Raises:
+        UnreadableArtifact: ``config.backbone_dir`` holds neither a predictor nor a MiniLM that loads.
+        ValueError: a predictor artifact's backbone asked for in float32 (it is stored as int8).
+    """
+    from transformers import AutoModel
+
+    if config.backbone_dir and artifact_problem(Path(config.backbone_dir)) is None:
+        if not config.backbone_int8:
+            raise ValueError(f"{config.backbone_dir} is a predictor artifact: its backbone is reused as int8 only")
+        backbone = Forecaster.load(Path(config.backbone_dir)).model.backbone
+    else:
+        try:
+            backbone = AutoModel.from_pretrained(config.backbone_dir or str(packaged_backbone_dir()))
+        except (OSError, ValueError, SafetensorError) as error:
+            if not config.backbone_dir:
+                raise
+            raise UnreadableArtifact(
+                f"{config.backbone_dir} holds neither a predictor nor a fine-tuned MiniLM that loads "
+                f"({type(error).__name__}: {error}); `python -m forethought.predict.finetune_castillo` writes one") from None
+        backbone = int8_backbone(backbone) if config.backbone_int8 else backbone
+    if config.backbone_layers and config.backbone_layers < len(backbone.encoder.layer):
+        backbone = first_layers(backbone, config.backbone_layers)
+    return backbone
+
+
 def train_castillo(
     path: Path, out_dir: Path, config: CastilloConfig = CastilloConfig(), embedding_cache: Path | None = EMBEDDINGS_DIR,
     progress: bool = True,
 ) -> tuple[Forecaster, str]:
     """Train on ``path``'s train split (and a share of validate), score on the rest of validate, save the
     artifact to ``out_dir``; returns the forecaster and the table of the scored pairs."""
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoTokenizer
 
+    backbone = fitting_backbone(config)  # before the data: a folder that does not load stops the run at once
     pairs = load_pairs(path)
     splits = castillo_splits(pairs, config.validate_train_share, config.holdout_share)
     fit_pairs, calibration_pairs, validate_pairs = splits["fit"], splits["calibration"], splits["scored"]
@@ -230,15 +263,6 @@ def train_castillo(
     }
     backbone_dir = packaged_backbone_dir()
     source = (BackboneSource.DELTA if config.backbone_int8 else BackboneSource.ARTIFACT) if config.backbone_dir else BackboneSource.PACKAGED
-    if config.backbone_dir and artifact_problem(Path(config.backbone_dir)) is None:
-        if not config.backbone_int8:
-            raise ValueError(f"{config.backbone_dir} is a predictor artifact: its backbone is reused as int8 only")
-        backbone = Forecaster.load(Path(config.backbone_dir)).model.backbone
-    else:
-        backbone = AutoModel.from_pretrained(config.backbone_dir or str(backbone_dir))
-        backbone = int8_backbone(backbone) if config.backbone_int8 else backbone
-    if config.backbone_layers and config.backbone_layers < len(backbone.encoder.layer):
-        backbone = first_layers(backbone, config.backbone_layers)
     proxy = ProxyLengthModel(backbone, Formulation.REG_L1, config.head_hidden, Pooling.MEAN, model_input_width(models))
     forecaster_config = ForecasterConfig(
         version=1, formulation=Formulation.REG_L1, max_tokens=config.max_tokens, head_hidden=config.head_hidden,

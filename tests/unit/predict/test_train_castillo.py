@@ -2,13 +2,17 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from forethought.predict import Predictor
+from forethought.predict.proxy import packaged_backbone_dir
 from forethought.predict.served_models import ANY_MODEL
+from forethought.predict.shipped import SHIPPED_DIR
 from forethought.predict.train_castillo import CastilloConfig, PairRows, fit_pair_head, train_castillo
 
 TOPICS = ["rivers", "bread", "chess", "volcanoes", "jazz", "bees", "tides", "glass", "owls", "maps"]
@@ -193,6 +197,48 @@ def test_onnx_runtime_without_an_int8_backbone_is_refused_naming_the_flag(tmp_pa
     assert refused.value.code == 2
     assert "--encoder-runtime onnxruntime runs an int8 backbone: add --int8" in capsys.readouterr().err
     assert not (tmp_path / "model").exists()
+
+
+def _minilm_with_cut_weights(folder: Path) -> Path:
+    folder.mkdir()
+    shutil.copy(packaged_backbone_dir() / "config.json", folder / "config.json")
+    (folder / "model.safetensors").write_bytes((packaged_backbone_dir() / "model.safetensors").read_bytes()[:4096])
+    return folder
+
+
+def _no_model_type(folder: Path) -> Path:
+    folder.mkdir()
+    (folder / "config.json").write_text('{"hidden_size": 384}')
+    return folder
+
+
+@pytest.mark.parametrize(("backbone", "says"), [
+    (_minilm_with_cut_weights, "holds neither a predictor nor a fine-tuned MiniLM that loads (SafetensorError"),
+    (_no_model_type, "holds neither a predictor nor a fine-tuned MiniLM that loads (ValueError"),
+    (lambda folder: folder / "missing", "no such folder"),
+], ids=["cut weights", "no model type", "missing"])
+def test_a_backbone_folder_that_does_not_load_is_refused_in_one_line_before_the_data_is_read(
+        backbone: Callable[[Path], Path], says: str, tmp_path: Path, unread_castillo_file: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from forethought.predict.train import main
+
+    with pytest.raises(SystemExit) as refused:
+        main(["--castillo", str(unread_castillo_file), "--backbone", str(backbone(tmp_path / "backbone")),
+              "--out", str(tmp_path / "model")])
+    assert refused.value.code == 2
+    error = capsys.readouterr().err
+    assert "--backbone" in error and says in error and "Traceback" not in error
+    assert not (tmp_path / "model").exists()
+
+
+def test_a_predictor_artifact_as_a_float_backbone_is_refused_naming_the_flag(
+        tmp_path: Path, unread_castillo_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from forethought.predict.train import main
+
+    with pytest.raises(SystemExit) as refused:
+        main(["--castillo", str(unread_castillo_file), "--backbone", str(SHIPPED_DIR), "--out", str(tmp_path / "model")])
+    assert refused.value.code == 2
+    assert "is a predictor artifact, whose backbone is int8: add --int8" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("rank_weight", [0.0, 5.0])
