@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from forethought.arguments import input_file
-from forethought.predict.artifact import Forecaster, UnreadableArtifact
+from forethought.predict.artifact import Forecaster
 from forethought.predict.buckets import ResidualSpread
 from forethought.predict.castillo import LengthPair, by_model, castillo_splits, load_pairs
 from forethought.predict.embedding_cache import EmbeddingCache
@@ -53,7 +53,7 @@ from forethought.predict.metrics import (
 )
 from forethought.predict.proxy import Formulation, ProxyLengthModel, training_targets
 from forethought.predict.sharegpt import LengthSample, load_samples
-from forethought.predict.shipped import SHIPPED_DIR, predictor_folder, resolve_predictor
+from forethought.predict.shipped import SHIPPED_DIR, load_model_flag, predictor_folder
 from forethought.predict.train import (
     EMBEDDINGS_DIR,
     TrainConfig,
@@ -279,11 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.threads:
         torch.set_num_threads(args.threads)
-    choice = resolve_predictor(args.model)
-    try:
-        forecaster = Forecaster.load(choice.directory)
-    except UnreadableArtifact as error:
-        parser.exit(2, f"{parser.prog}: --model: {error}\n")
+    choice, forecaster = load_model_flag(parser, args.model)
     print(f"{choice.description}, v{forecaster.config.version} ({forecaster.config.formulation.value})\n")
     if args.castillo is not None:
         print("each cell: forecast / ceiling (an oracle knowing each pair's mean length)\n")

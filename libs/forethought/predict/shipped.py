@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from forethought.cache import PREDICTOR_DIR
-from forethought.predict.artifact import BackboneSource, artifact_problem
+from forethought.predict.artifact import BackboneSource, Forecaster, UnreadableArtifact, artifact_problem
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "shipped_head"
 """The shipped artifact: config.json, calibration.json, head.safetensors and backbone.safetensors (the int8 delta)."""
@@ -36,6 +36,16 @@ def predictor_folder(text: str) -> Path:
         return resolve_predictor(Path(text)).directory
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def load_model_flag(parser: argparse.ArgumentParser, explicit: Path | None) -> tuple[PredictorChoice, Forecaster]:
+    """The predictor a command's ``--model`` names (``predictor_folder`` checked its config), loaded; a
+    folder whose files do not load ends the command with status 2 and one line naming the flag."""
+    choice = resolve_predictor(explicit)
+    try:
+        return choice, Forecaster.load(choice.directory)
+    except UnreadableArtifact as error:
+        parser.exit(2, f"{parser.prog}: --model: {error}\n")
 
 
 def resolve_predictor(explicit: Path | None = None, fine_tuned: Path = PREDICTOR_DIR) -> PredictorChoice:

@@ -24,12 +24,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from forethought.predict.artifact import EncoderRuntime, Forecaster, UnreadableArtifact
+from forethought.predict.artifact import EncoderRuntime, Forecaster
 from forethought.predict.castillo import LengthPair, load_pairs
 from forethought.predict.evaluate import OVERALL, castillo_rows, pair_forecasts, scored_pairs
 from forethought.predict.history import NO_HISTORY
 from forethought.predict.metrics import PairReport
-from forethought.predict.shipped import predictor_folder, resolve_predictor
+from forethought.predict.shipped import load_model_flag, predictor_folder
 
 
 def latencies_ms(forecaster: Forecaster, pairs: list[LengthPair]) -> np.ndarray:
@@ -101,11 +101,7 @@ def main(argv: list[str] | None = None) -> int:
           "| pairs scored |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for directory in args.model or [None]:
-        choice = resolve_predictor(directory)
-        try:
-            forecaster = Forecaster.load(choice.directory)
-        except UnreadableArtifact as error:
-            parser.exit(2, f"{parser.prog}: --model: {error}\n")
+        _, forecaster = load_model_flag(parser, directory)
         for row in speed_rows(forecaster, str(directory or "default"), pairs, args.windows, args.prompts, args.scored_prompts):
             print(row, flush=True)
     return 0
