@@ -8,7 +8,9 @@ Key layout (``ns`` is the configured namespace):
 
 An id names one live worker: a heartbeat or a deregistration changes an entry only when the entry is
 missing or carries the writer's own instance token, so a worker that lost its id (frozen past its TTL
-while another took the id) learns so and cannot overwrite or delete the new holder's entry.
+while another took the id) learns so and cannot overwrite or delete the new holder's entry. A worker that
+takes an id over names the token of the entry it judged dead: the take-over is one compare-and-set, so of
+two workers that start under one id at once only the first to register gets it.
 
 A reader skips an entry it cannot read (logged once per worker) rather than the whole list, and ignores
 load fields it does not know: during a rolling upgrade a newer worker's entry may carry more.
@@ -33,7 +35,7 @@ UNREADABLE = (KeyError, ValueError, TypeError)  # what reading an entry with a m
 
 HEARTBEAT = """
 local holder = redis.call('HGET', KEYS[1], 'instance')
-if holder ~= false and holder ~= ARGV[1] and ARGV[3] == '0' then
+if holder ~= false and holder ~= ARGV[1] and holder ~= ARGV[3] then
   return 0
 end
 redis.call('HSET', KEYS[1], 'instance', ARGV[1], unpack(ARGV, 5))
@@ -42,7 +44,7 @@ redis.call('SADD', KEYS[2], ARGV[4])
 return 1
 """
 """Writes worker ARGV[4]'s entry (KEYS[1]: ARGV[5..] field-value pairs, instance ARGV[1], TTL ARGV[2] ms) and
-lists it (KEYS[2]), unless another instance holds the entry and ARGV[3] (take over) is '0'."""
+lists it (KEYS[2]), unless an instance other than ARGV[1] and ARGV[3] (the one being taken over) holds the entry."""
 
 DEREGISTER = """
 local holder = redis.call('HGET', KEYS[1], 'instance')
@@ -66,6 +68,14 @@ class WorkerRecord:
     state: str = "serving"  # "serving" or "draining"
     heartbeat_s: float = 0.0
     load: EngineStats = EngineStats()
+
+
+@dataclass(frozen=True)
+class Holding:
+    """A live entry and the instance token of its writer: what a take-over names (``heartbeat``'s ``taking_over``)."""
+
+    record: WorkerRecord
+    instance: str
 
 
 def stats_to_json(stats: EngineStats) -> str:
@@ -102,9 +112,10 @@ class WorkerRegistry:
     def _key(self, worker_id: str) -> str:
         return f"{self._ns}:worker:{worker_id}"
 
-    async def heartbeat(self, record: WorkerRecord, take_over: bool = False) -> bool:
+    async def heartbeat(self, record: WorkerRecord, taking_over: str = "") -> bool:
         """Writes the record with a fresh heartbeat time and TTL (registering it if new); False, writing
-        nothing, when another instance holds the entry, unless ``take_over``."""
+        nothing, when another instance holds the entry, unless it is ``taking_over`` (an instance token
+        from ``holding``)."""
         entry = {
             "address": record.address, "model": record.model, "engine": record.engine,
             "capacity": record.capacity, "state": record.state, "heartbeat_s": self._clock(),
@@ -112,7 +123,7 @@ class WorkerRegistry:
         }
         fields = [value for pair in entry.items() for value in pair]
         keys = [self._key(record.worker_id), f"{self._ns}:workers"]
-        args = [self.instance, self._ttl_ms, int(take_over), record.worker_id, *fields]
+        args = [self.instance, self._ttl_ms, taking_over, record.worker_id, *fields]
         return bool(await self._heartbeat_script(keys=keys, args=args))
 
     async def deregister(self, worker_id: str) -> bool:
@@ -122,9 +133,14 @@ class WorkerRegistry:
 
     async def entry(self, worker_id: str) -> WorkerRecord | None:
         """``worker_id``'s entry while it lives (its TTL not run out), else None; None too when unreadable."""
-        entry = await self._redis.hgetall(self._key(worker_id))
+        held = await self.holding(worker_id)
+        return held.record if held else None
+
+    async def holding(self, worker_id: str) -> Holding | None:
+        """``worker_id``'s entry with the token of the instance that wrote it, read at once; None as ``entry``."""
+        entry = {_text(key): _text(value) for key, value in (await self._redis.hgetall(self._key(worker_id))).items()}
         try:
-            return _record(worker_id, entry) if entry else None
+            return Holding(_record(worker_id, entry), entry.get("instance", "")) if entry else None
         except UNREADABLE:
             return None
 

@@ -47,14 +47,18 @@ async def test_one_entry_is_read_while_it_lives_and_is_none_once_gone_or_unreada
 
 async def test_an_entry_is_changed_only_by_the_instance_that_wrote_it_or_one_taking_it_over(
         redis_client: Redis, namespace: str) -> None:
-    first, second = (WorkerRegistry(redis_client, namespace, ttl_s=60, instance=name) for name in ("first", "second"))
+    first, second, third = (WorkerRegistry(redis_client, namespace, ttl_s=60, instance=name)
+                            for name in ("first", "second", "third"))
     record = WorkerRecord("w0", "127.0.0.1:5000", "m", "sim", 8)
     moved = WorkerRecord("w0", "127.0.0.1:6000", "m", "sim", 8)
     assert await first.heartbeat(record) and await first.heartbeat(record)
     assert not await second.heartbeat(moved)
     assert not await second.deregister("w0")
-    assert (await first.entry("w0") or moved).address == "127.0.0.1:5000"
-    assert await second.heartbeat(moved, take_over=True)
+    assert not await second.heartbeat(moved, taking_over="third")  # a take-over names the holder it replaces
+    held = await second.holding("w0")
+    assert held is not None and held.record.address == "127.0.0.1:5000" and held.instance == "first"
+    assert await second.heartbeat(moved, taking_over=held.instance)
+    assert not await third.heartbeat(record, taking_over=held.instance)  # the holder changed since it was read
     assert not await first.heartbeat(record)
     assert not await first.deregister("w0")
     assert (await first.entry("w0") or record).address == "127.0.0.1:6000"

@@ -185,11 +185,11 @@ class WorkerShell:
         self._worker_id = self._worker_id or f"{socket.gethostname()}-{address.rpartition(':')[2]}-{os.getpid()}"
         self._servicer.worker_id = self._worker_id
         await wait_for_redis(self._redis, self._settings.redis_url)
-        await self._refuse_a_live_namesake()
+        taking_over = await self._refuse_a_live_namesake()
         load_s = await self._agent.lifecycle.load(self._settings.model)
         # Subscribe before the first request so no cache event is missed.
         events = self._engine.cache_events()
-        await self._heartbeat(take_over=True)  # an entry still there is a dead worker's, or this address's last one
+        await self._register(taking_over)
         self._metrics_key = WORKER_STATS.add(self._reading)
         self._tasks = [
             asyncio.create_task(self._heartbeats(), name="heartbeats"),
@@ -199,19 +199,33 @@ class WorkerShell:
         log.info("worker %s registered at %s (engine %s, model %s, loaded in %.1f s)", self._worker_id,
                  self._address, self._settings.engine, self._settings.model, load_s)
 
-    async def _refuse_a_live_namesake(self) -> None:
+    async def _refuse_a_live_namesake(self) -> str:
         """Stops the start when a live worker elsewhere holds this id: both would rewrite one registry entry,
         the schedulers would dial each in turn, and the prefix index would merge their caches. An entry at
-        another address whose heartbeat stands still until its TTL runs out is a dead worker's: taken over."""
-        held = await self._registry.entry(self._worker_id)
+        another address whose heartbeat stands still until its TTL runs out is a dead worker's, and one at
+        this address is this address's last run's: the token of its writer is returned, for ``_register``
+        to take it over ('' when there is no entry)."""
+        held = await self._registry.holding(self._worker_id)
         deadline = asyncio.get_running_loop().time() + 2 * self._settings.heartbeat_ttl_s  # bounds an entry without a TTL
-        while held is not None and held.address != self._address and asyncio.get_running_loop().time() < deadline:
+        while (held is not None and held.record.address != self._address
+               and asyncio.get_running_loop().time() < deadline):
             await asyncio.sleep(NAMESAKE_POLL_S)
-            now = await self._registry.entry(self._worker_id)
-            if now is not None and now.heartbeat_s != held.heartbeat_s:
-                raise ConfigError("worker_id", f"must be an id no live worker holds: the worker at {now.address} "
+            now = await self._registry.holding(self._worker_id)
+            if now is not None and now.record.heartbeat_s != held.record.heartbeat_s:
+                raise ConfigError("worker_id", f"must be an id no live worker holds: the worker at {now.record.address} "
                                   "heartbeats under it", self._worker_id)
             held = now
+        return held.instance if held else ""
+
+    async def _register(self, taking_over: str) -> None:
+        """The first heartbeat, replacing only the entry the namesake check judged dead: a worker that
+        registered under this id while this one loaded its model keeps it, and this start stops."""
+        if not await self._registry.heartbeat(self._record(), taking_over):
+            holder = await self._registry.entry(self._worker_id)
+            who = f"the worker at {holder.address}" if holder else "another worker"
+            raise ConfigError("worker_id", f"must be an id no live worker holds: {who} registered under it while "
+                              "this one started", self._worker_id)
+        await self._refresh_prefix_index()
 
     async def drain(self) -> None:
         self._state = "draining"
@@ -254,10 +268,13 @@ class WorkerShell:
         engines = {model: engine.stats() for model in lifecycle.loaded() if (engine := lifecycle.engine(model)) is not None}
         return WorkerReading(self._worker_id, engines, {kind: self._agent.metrics(kind) for kind in PrewarmKind})
 
-    async def _heartbeat(self, take_over: bool = False) -> None:
-        if not await self._registry.heartbeat(self._record(), take_over):
+    async def _heartbeat(self) -> None:
+        if not await self._registry.heartbeat(self._record()):
             raise WorkerIdTaken(f"another worker took the id {self._worker_id} while this one's registry entry had "
                                 "lapsed (the process frozen past its TTL?); this one stops rather than share it")
+        await self._refresh_prefix_index()
+
+    async def _refresh_prefix_index(self) -> None:
         async with self._publishing:
             known = await self._index.refresh_worker(self._worker_id, self._settings.heartbeat_ttl_s)
             if not known and len(self._published):
