@@ -76,7 +76,8 @@ def list_workers(address: str) -> list[scheduler_pb2.WorkerInfo]:
         return list(scheduler_pb2_grpc.SchedulerServiceStub(channel).ListWorkers(scheduler_pb2.ListWorkersRequest(), timeout=5).workers)
 
 
-SIM_WORKER = ("--engine", "sim", "--sim-speedup", "5")
+# 512 blocks of 16: SmolLM2-135M's own 8,192-token context, so a prompt that fills it prefills in seconds
+SIM_WORKER = ("--engine", "sim", "--sim-speedup", "5", "--sim-kv-blocks", "512")
 
 
 def start_mesh(redis_url: str, logs: Path, workers: int = 2, worker_args: tuple[str, ...] = SIM_WORKER) -> Mesh:

@@ -58,7 +58,7 @@ async def test_the_async_client_sends_forethoughts_fields(sim_mesh: Mesh):
 
 async def test_leaving_the_loop_early_lets_the_worker_go(sim_mesh: Mesh):
     async with AsyncForethoughtClient(sim_mesh.scheduler) as client:
-        stream = client.generate(model=MODEL, max_tokens=20_000, prompt="Tell a long story", sampling=LONG)
+        stream = client.generate(model=MODEL, max_tokens=8_000, prompt="Tell a long story", sampling=LONG)
         async for chunk in stream:
             if chunk.token_ids:
                 break
@@ -69,7 +69,7 @@ async def test_leaving_the_loop_early_lets_the_worker_go(sim_mesh: Mesh):
 async def test_cancel_from_another_client_ends_the_stream_with_abort(sim_mesh: Mesh):
     async with AsyncForethoughtClient(sim_mesh.scheduler) as client, AsyncForethoughtClient(sim_mesh.scheduler) as other:
         chunks = []
-        async for chunk in client.generate(model=MODEL, max_tokens=20_000, prompt="Tell a long story", sampling=LONG,
+        async for chunk in client.generate(model=MODEL, max_tokens=8_000, prompt="Tell a long story", sampling=LONG,
                                            request_id="to-cancel"):
             chunks.append(chunk)
             if len(chunks) == 2:
@@ -81,7 +81,7 @@ async def test_cancel_from_another_client_ends_the_stream_with_abort(sim_mesh: M
 async def test_a_call_past_its_deadline_fails_without_a_retry(sim_mesh: Mesh):
     async with AsyncForethoughtClient(sim_mesh.scheduler, timeout_s=0.5) as client:
         with pytest.raises(ClientError) as late:
-            await client.complete(model=MODEL, max_tokens=20_000, prompt="Tell a long story", sampling=LONG)
+            await client.complete(model=MODEL, max_tokens=8_000, prompt="Tell a long story", sampling=LONG)
     assert late.value.code == grpc.StatusCode.DEADLINE_EXCEEDED and late.value.attempts == 1
 
 

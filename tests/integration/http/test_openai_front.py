@@ -57,11 +57,11 @@ def test_a_completion_takes_text_or_token_ids(sim_mesh: Mesh):
 
 
 def test_a_request_without_a_length_gets_the_context_its_prompt_leaves(sim_mesh: Mesh):
-    # The sim worker serves 32,768 tokens of prompt plus output; the default length (256) does not fit here.
+    # The sim worker serves 8,192 tokens of prompt plus output; the default length (256) does not fit here.
     api = client(sim_mesh)
-    prompt = [5] * 32_600
+    prompt = [5] * 8_024
     fitted = api.completions.create(model=MODEL, prompt=prompt, extra_body={"ignore_eos": True})
-    assert (fitted.usage.prompt_tokens, fitted.usage.completion_tokens) == (32_600, 168)
+    assert (fitted.usage.prompt_tokens, fitted.usage.completion_tokens) == (8_024, 168)
     assert fitted.choices[0].finish_reason == "length"
     with pytest.raises(openai.BadRequestError) as refused:  # a length the caller chose is not changed
         api.completions.create(model=MODEL, prompt=prompt, max_tokens=256, extra_body={"ignore_eos": True})
@@ -187,7 +187,7 @@ def test_the_front_doors_own_refusals_share_the_error_shape(sim_mesh: Mesh):
 
 
 def test_a_prompt_too_long_for_the_engine_is_named_as_each_routes_prompt_parameter(sim_mesh: Mesh):
-    text = "hi " * 40_000  # about 40,000 tokens: past the sim engine's 32,768
+    text = "hi " * 10_000  # about 10,000 tokens: past the sim engine's 8,192
     status, _, body = http_json("POST", f"{sim_mesh.base_url}/completions", {"model": MODEL, "prompt": text, "max_tokens": 4})
     assert status == 400 and body["error"]["param"] == "prompt", body
     status, _, body = http_json("POST", f"{sim_mesh.base_url}/chat/completions",
@@ -238,7 +238,7 @@ def running_on_workers(sim_mesh: Mesh) -> int:
 def test_closing_the_stream_cancels_the_request_on_its_worker(sim_mesh: Mesh):
     cancelled = {"service": "SchedulerService", "method": "Generate", "code": "CANCELLED"}
     before = scheduler_metric(sim_mesh, "forethought_rpc_requests_total", **cancelled)
-    stream = client(sim_mesh).completions.create(model=MODEL, prompt="Tell a very long story", max_tokens=20_000, stream=True,
+    stream = client(sim_mesh).completions.create(model=MODEL, prompt="Tell a very long story", max_tokens=8_000, stream=True,
                                              extra_body={"ignore_eos": True})
     try:
         # Sim tokens are arbitrary ids: a chunk may end inside a UTF-8 character and carry no text of its own.
@@ -256,7 +256,7 @@ def test_a_client_that_gives_up_on_a_whole_answer_cancels_it_too(sim_mesh: Mesh)
     cancelled = {"service": "SchedulerService", "method": "Generate", "code": "CANCELLED"}
     before = scheduler_metric(sim_mesh, "forethought_rpc_requests_total", **cancelled)
     with pytest.raises(openai.APITimeoutError):  # no stream: nothing is sent until the answer is whole
-        client(sim_mesh, timeout=2.0).completions.create(model=MODEL, prompt="Tell a very long story", max_tokens=20_000,
+        client(sim_mesh, timeout=2.0).completions.create(model=MODEL, prompt="Tell a very long story", max_tokens=8_000,
                                                          n=2, extra_body={"ignore_eos": True})
     wait_until(lambda: scheduler_metric(sim_mesh, "forethought_rpc_requests_total", **cancelled) == before + 2,
                "both choices' Generate calls end CANCELLED")
