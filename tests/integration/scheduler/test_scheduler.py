@@ -195,7 +195,7 @@ def test_a_worker_lost_after_the_first_token_fails_the_stream_cleanly(start_serv
 def test_a_greedy_or_seeded_stream_resumes_on_another_worker_after_losing_its_own(start_service, sent, sampling):
     """The client sees one unbroken stream: the rest comes from the other worker, which is given the prompt
     and the tokens already sent, and the usage counts the whole request."""
-    workers = {name: worker(start_service, name, "1") for name in ("w0", "w1")}
+    workers = {name: worker(start_service, name, "3") for name in ("w0", "w1")}
     prompt = list(range(300, 364))
     request = token_request("resumed", prompt, 300)
     request.sampling.CopyFrom(sampling)
