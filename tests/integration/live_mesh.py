@@ -76,8 +76,9 @@ def list_workers(address: str) -> list[scheduler_pb2.WorkerInfo]:
         return list(scheduler_pb2_grpc.SchedulerServiceStub(channel).ListWorkers(scheduler_pb2.ListWorkersRequest(), timeout=5).workers)
 
 
-# 512 blocks of 16: SmolLM2-135M's own 8,192-token context, so a prompt that fills it prefills in seconds
-SIM_WORKER = ("--engine", "sim", "--sim-speedup", "5", "--sim-kv-blocks", "512")
+SIM_KV_BLOCKS = 512  # of 16 tokens: SmolLM2-135M's own context, so a prompt that fills it prefills in seconds
+SIM_CONTEXT_TOKENS = SIM_KV_BLOCKS * 16
+SIM_WORKER = ("--engine", "sim", "--sim-speedup", "5", "--sim-kv-blocks", str(SIM_KV_BLOCKS))
 
 
 def start_mesh(redis_url: str, logs: Path, workers: int = 2, worker_args: tuple[str, ...] = SIM_WORKER) -> Mesh:

@@ -21,7 +21,15 @@ import pytest
 from forethought.cluster.ports import free_port
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.live_mesh import MODEL, Mesh, http_json, list_workers, wait_http, wait_until
+from tests.integration.live_mesh import (
+    MODEL,
+    SIM_CONTEXT_TOKENS,
+    Mesh,
+    http_json,
+    list_workers,
+    wait_http,
+    wait_until,
+)
 
 
 def client(sim_mesh: Mesh, **options: object) -> openai.OpenAI:
@@ -57,11 +65,11 @@ def test_a_completion_takes_text_or_token_ids(sim_mesh: Mesh):
 
 
 def test_a_request_without_a_length_gets_the_context_its_prompt_leaves(sim_mesh: Mesh):
-    # The sim worker serves 8,192 tokens of prompt plus output; the default length (256) does not fit here.
+    # The sim worker serves SIM_CONTEXT_TOKENS of prompt plus output; the default length (256) does not fit here.
     api = client(sim_mesh)
-    prompt = [5] * 8_024
+    prompt = [5] * (SIM_CONTEXT_TOKENS - 168)
     fitted = api.completions.create(model=MODEL, prompt=prompt, extra_body={"ignore_eos": True})
-    assert (fitted.usage.prompt_tokens, fitted.usage.completion_tokens) == (8_024, 168)
+    assert (fitted.usage.prompt_tokens, fitted.usage.completion_tokens) == (len(prompt), 168)
     assert fitted.choices[0].finish_reason == "length"
     with pytest.raises(openai.BadRequestError) as refused:  # a length the caller chose is not changed
         api.completions.create(model=MODEL, prompt=prompt, max_tokens=256, extra_body={"ignore_eos": True})
@@ -187,7 +195,7 @@ def test_the_front_doors_own_refusals_share_the_error_shape(sim_mesh: Mesh):
 
 
 def test_a_prompt_too_long_for_the_engine_is_named_as_each_routes_prompt_parameter(sim_mesh: Mesh):
-    text = "hi " * 10_000  # about 10,000 tokens: past the sim engine's 8,192
+    text = "hi " * (SIM_CONTEXT_TOKENS + 2_000)  # a token a word: past the sim engine's context
     status, _, body = http_json("POST", f"{sim_mesh.base_url}/completions", {"model": MODEL, "prompt": text, "max_tokens": 4})
     assert status == 400 and body["error"]["param"] == "prompt", body
     status, _, body = http_json("POST", f"{sim_mesh.base_url}/chat/completions",
